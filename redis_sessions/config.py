@@ -1,0 +1,70 @@
+"""Configuration (pydantic, so a gateway can load it from env or a settings file)
+and the factory that turns it into a store."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import ErrorCode, SessionError
+from .ids import validate_id
+from .keys import DEFAULT_PREFIX
+from .responses.store import (
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_RECORD_BYTES,
+    DEFAULT_TTL_SECONDS,
+    ChainStore,
+    MemoryResponseSessionStore,
+    RedisResponseSessionStore,
+)
+
+
+class SessionConfig(BaseModel):
+    """Where and how conversation state is kept.
+
+    ``ttl_seconds=None`` keeps records forever; the default is 30 days, as the
+    Responses API keeps stored responses.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backend: Literal["memory", "redis"] = "memory"
+    url: Optional[str] = None
+    cluster: Optional[bool] = None
+    key_prefix: str = DEFAULT_PREFIX
+    ttl_seconds: Optional[int] = Field(default=DEFAULT_TTL_SECONDS, gt=0)
+    sliding_ttl: bool = False
+    max_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=1)
+    max_record_bytes: int = Field(default=DEFAULT_MAX_RECORD_BYTES, ge=1024)
+    replay_instructions: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> "SessionConfig":
+        validate_id(self.key_prefix, "key prefix")
+        if self.backend == "redis" and not self.url:
+            raise ValueError("backend 'redis' needs a url")
+        return self
+
+    @classmethod
+    def parse(cls, **values: object) -> "SessionConfig":
+        """Like the constructor, but invalid settings raise ``SessionError``."""
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            raise SessionError(ErrorCode.INPUT_INVALID, f"invalid session config: {exc}") from None
+
+
+def create_response_session_store(config: SessionConfig) -> ChainStore:
+    options = dict(
+        key_prefix=config.key_prefix,
+        ttl_seconds=config.ttl_seconds,
+        max_depth=config.max_depth,
+        max_record_bytes=config.max_record_bytes,
+        sliding_ttl=config.sliding_ttl,
+        replay_instructions=config.replay_instructions,
+    )
+    if config.backend == "memory":
+        return MemoryResponseSessionStore(**options)  # type: ignore[arg-type]
+    assert config.url is not None
+    return RedisResponseSessionStore.from_url(config.url, cluster=config.cluster, **options)

@@ -1,0 +1,64 @@
+"""Where every Redis key is built. The key layout, in one place.
+
+With the default prefix ``rs``::
+
+    rs:{<thread>}:chain         hash   one conversation thread (a tree of responses)
+                                       d:<response id> -> msgspec msgpack of StoredResponseSession
+                                       p:<response id> -> parent id ("" for a root)
+    rs:loc:<response id>        string thread tag of a response whose id was minted
+                                       elsewhere (ids minted here carry it)
+    rs:{s:<session id>}:items   list   an item session's items, msgpack, oldest first
+    rs:{s:<session id>}:meta    hash   an item session's metadata (version, created_at, ...)
+
+Why a thread is one hash: a response and all its ancestors live under one key,
+so the save script (parent check + write) and the chain walk touch a single key
+in a single hash slot, which is what makes both atomic on Redis Cluster, and
+the whole chain shares one TTL, so no ancestor can expire before a descendant.
+The braces are Redis Cluster hash tags; ids may not contain braces
+(:mod:`redis_sessions.ids`), so a caller can never move a key to another slot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .ids import validate_id
+
+DEFAULT_PREFIX = "rs"
+
+
+@dataclass(frozen=True)
+class KeySpace:
+    prefix: str = DEFAULT_PREFIX
+
+    def __post_init__(self) -> None:
+        validate_id(self.prefix, "key prefix")
+
+    # -- response chains ---------------------------------------------------
+    def thread(self, thread_tag: str) -> str:
+        return f"{self.prefix}:{{{thread_tag}}}:chain"
+
+    def locator(self, response_id: str) -> str:
+        return f"{self.prefix}:loc:{response_id}"
+
+    @staticmethod
+    def data_field(response_id: str) -> str:
+        return f"d:{response_id}"
+
+    @staticmethod
+    def parent_field(response_id: str) -> str:
+        return f"p:{response_id}"
+
+    # -- item sessions -----------------------------------------------------
+    def session_items(self, session_id: str) -> str:
+        return f"{self.prefix}:{{s:{session_id}}}:items"
+
+    def session_meta(self, session_id: str) -> str:
+        return f"{self.prefix}:{{s:{session_id}}}:meta"
+
+    # -- scanning (CLI) ----------------------------------------------------
+    def thread_pattern(self) -> str:
+        return f"{self.prefix}:{{*}}:chain"
+
+    def session_pattern(self) -> str:
+        return f"{self.prefix}:{{s:*}}:*"

@@ -1,0 +1,82 @@
+"""The Redis edge of the response store: one method, one round trip.
+
+Works unchanged on a standalone server and on Redis Cluster: every script
+touches a single thread hash (one slot), and locator keys are single-key
+commands that redis-py routes by key.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..errors import ErrorCode, SessionError
+from ..keys import KeySpace
+from ..redis_client import AnyRedis, translate_errors
+from ..scripts import script
+from .protocol import SaveRequest
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+
+class RedisChainEngine:
+    def __init__(self, client: AnyRedis, keys: KeySpace) -> None:
+        self.client = client
+        self.keys = keys
+        self.round_trips = 0
+        self._save = script("chain_save")
+        self._walk = script("chain_walk")
+        self._delete = script("chain_delete")
+
+    async def locate(self, response_id: str, slide_ms: int) -> str | None:
+        key = self.keys.locator(response_id)
+        self.round_trips += 1
+        async with translate_errors(f"locator {key!r}"):
+            if slide_ms > 0:
+                value = await self.client.getex(key, px=slide_ms)
+            else:
+                value = await self.client.get(key)
+        return None if value is None else _text(value)
+
+    async def point(self, response_id: str, thread: str, ttl_ms: int) -> str | None:
+        key = self.keys.locator(response_id)
+        self.round_trips += 1
+        async with translate_errors(f"locator {key!r}"):
+            # SET NX GET: set if free, and tell what was there, in one command.
+            old = await self.client.set(key, thread, nx=True, get=True, px=ttl_ms or None)
+        return None if old is None else _text(old)
+
+    async def unpoint(self, response_id: str) -> None:
+        key = self.keys.locator(response_id)
+        self.round_trips += 1
+        async with translate_errors(f"locator {key!r}"):
+            await self.client.delete(key)
+
+    async def save(self, thread: str, request: SaveRequest) -> tuple[str, str]:
+        key = self.keys.thread(thread)
+        args = [request.response_id, request.parent, "=" if request.expect else "-", request.expected,
+                "1" if request.overwrite else "0", request.blob, request.ttl_ms, request.walk_limit]
+        self.round_trips += 1
+        async with translate_errors(f"thread {key!r}"):
+            result = await self._save(self.client, [key], args)
+        return _text(result[0]), _text(result[1])
+
+    async def walk(self, thread: str, start: str, limit: int, slide_ms: int) -> tuple[str, str, Sequence[object]]:
+        key = self.keys.thread(thread)
+        self.round_trips += 1
+        async with translate_errors(f"thread {key!r}"):
+            result = await self._walk(self.client, [key], [start, limit, slide_ms])
+        return _text(result[0]), _text(result[1]), result[2:]
+
+    async def delete(self, thread: str, response_id: str) -> bool:
+        key = self.keys.thread(thread)
+        self.round_trips += 1
+        async with translate_errors(f"thread {key!r}"):
+            result = await self._delete(self.client, [key], [response_id])
+        if isinstance(result, list):
+            raise SessionError(ErrorCode.RECORD_CORRUPT, f"thread {key!r} holds a Redis {_text(result[1])}")
+        return bool(result)
+
+    async def close(self) -> None:
+        return None

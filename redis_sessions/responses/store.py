@@ -1,0 +1,300 @@
+"""The response-chain store, written once over a :class:`ChainEngine`.
+
+``RedisResponseSessionStore`` and ``MemoryResponseSessionStore`` differ only in
+the engine they build. Round trips (each engine call is one):
+
+- ids minted here (``resp_<thread>_<random>``): ``get``, ``save``,
+  ``resolve_chain`` and ``delete`` are one round trip each, at any depth;
+- ids minted elsewhere add one locator read (``resolve_chain``: 2), and a save
+  adds one locator write after the record is in place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from ..clock import Clock, system_clock
+from ..codec import decode_session, encode
+from ..errors import ErrorCode, SessionError
+from ..ids import mint_response_id, new_thread_tag, thread_of, validate_id
+from ..keys import DEFAULT_PREFIX, KeySpace
+from ..models import ResponseSessionSnapshot, StoredResponseSession
+from ..redis_client import AnyRedis, close_client, from_url
+from .chain import build_snapshot, check_walk, decode_chain
+from .memory_engine import MemoryChainEngine
+from .protocol import UNSET, ChainEngine, SaveRequest, _Unset
+from .redis_engine import RedisChainEngine
+
+DEFAULT_TTL_SECONDS = 30 * 24 * 3600  # the Responses API keeps stored responses for 30 days
+DEFAULT_MAX_DEPTH = 64
+DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
+OVERWRITE_CYCLE_WALK_LIMIT = 100_000
+
+
+def foreign_root_thread(response_id: str) -> str:
+    """A foreign root's thread is derived from its id, so concurrent saves of one id agree."""
+    return hashlib.sha1(response_id.encode("utf-8")).hexdigest()[:16]
+
+
+class ChainStore:
+    """Shared logic of every response-chain store. Use one of the subclasses."""
+
+    def __init__(
+        self,
+        engine: ChainEngine,
+        keys: KeySpace,
+        *,
+        ttl_seconds: int | None,
+        max_depth: int,
+        max_record_bytes: int,
+        sliding_ttl: bool,
+        replay_instructions: bool,
+    ) -> None:
+        if ttl_seconds is not None and ttl_seconds <= 0:
+            raise SessionError(ErrorCode.INPUT_INVALID, "ttl_seconds must be positive or None (no expiry)")
+        if max_depth < 1:
+            raise SessionError(ErrorCode.INPUT_INVALID, "max_depth must be at least 1")
+        self.engine = engine
+        self.keys = keys
+        self.ttl_seconds = ttl_seconds
+        self.max_depth = max_depth
+        self.max_record_bytes = max_record_bytes
+        self.sliding_ttl = sliding_ttl
+        self.replay_instructions = replay_instructions
+
+    @property
+    def round_trips(self) -> int:
+        """Calls made to the backend so far (each is one network round trip on Redis)."""
+        return self.engine.round_trips
+
+    @property
+    def _ttl_ms(self) -> int:
+        return 0 if self.ttl_seconds is None else self.ttl_seconds * 1000
+
+    @property
+    def _slide_ms(self) -> int:
+        return self._ttl_ms if self.sliding_ttl else 0
+
+    async def _thread(self, response_id: str) -> str | None:
+        return thread_of(response_id) or await self.engine.locate(response_id, self._slide_ms)
+
+    async def new_response_id(self, previous_response_id: str | None = None) -> str:
+        """Mint an id that continues ``previous_response_id`` in its thread (one lookup
+        only when the parent's id was minted elsewhere)."""
+        if previous_response_id is None:
+            return mint_response_id(new_thread_tag())
+        validate_id(previous_response_id, "previous_response_id")
+        thread = await self._thread(previous_response_id)
+        if thread is None:
+            raise SessionError(ErrorCode.CHAIN_NOT_FOUND, f"previous_response_id {previous_response_id!r} was not found")
+        return mint_response_id(thread)
+
+    # -- reads --------------------------------------------------------------
+    async def get(self, response_id: str) -> StoredResponseSession | None:
+        validate_id(response_id)
+        thread = await self._thread(response_id)
+        if thread is None:
+            return None
+        status, detail, records = await self.engine.walk(thread, response_id, 1, self._slide_ms)
+        if status == "wrongtype":
+            check_walk(status, detail, response_id, 1)
+        if not records:
+            return None
+        return decode_session(records[0], f"response {response_id!r} in {self.keys.thread(thread)!r}")
+
+    async def resolve_chain(
+        self,
+        previous_response_id: str | None,
+        *,
+        max_depth: int | None = None,
+        include_incomplete: bool = False,
+    ) -> ResponseSessionSnapshot:
+        """The chain ending at ``previous_response_id``, oldest first, and its input items.
+
+        Never shortened: a missing ancestor, a cycle, a chain longer than
+        ``max_depth`` or a turn that is not completed raises a coded error.
+        """
+        if previous_response_id is None:
+            return ResponseSessionSnapshot(previous_response_id=None, sessions=[], input_items=[])
+        validate_id(previous_response_id, "previous_response_id")
+        depth = self.max_depth if max_depth is None else max_depth
+        if depth < 1:
+            raise SessionError(ErrorCode.INPUT_INVALID, "max_depth must be at least 1")
+        thread = await self._thread(previous_response_id)
+        if thread is None:
+            check_walk("missing", previous_response_id, previous_response_id, depth)
+            raise AssertionError("unreachable")
+        status, detail, records = await self.engine.walk(thread, previous_response_id, depth, self._slide_ms)
+        check_walk(status, detail, previous_response_id, depth)
+        sessions = decode_chain(records, self.keys.thread(thread))
+        return build_snapshot(
+            previous_response_id,
+            sessions,
+            include_incomplete=include_incomplete,
+            replay_instructions=self.replay_instructions,
+        )
+
+    # -- writes -------------------------------------------------------------
+    async def save(
+        self,
+        session: StoredResponseSession,
+        *,
+        expected_previous_response_id: str | None | _Unset = UNSET,
+        overwrite: bool = False,
+    ) -> None:
+        """Store ``session`` atomically, or refuse with a coded error and write nothing.
+
+        One script checks that the id is new (unless ``overwrite``), that the
+        parent is ``expected_previous_response_id`` when given (None: must be a
+        root; on overwrite the stored parent must match too), and that the
+        parent exists; then it writes the record and extends the thread's TTL.
+        """
+        if not isinstance(session, StoredResponseSession):
+            raise SessionError(ErrorCode.INPUT_INVALID, f"save() takes a StoredResponseSession, not {type(session).__name__}")
+        response_id = validate_id(session.id)
+        parent = session.previous_response_id
+        if parent is not None:
+            validate_id(parent, "previous_response_id")
+        expect = not isinstance(expected_previous_response_id, _Unset)
+        if expect and expected_previous_response_id is not None:
+            validate_id(expected_previous_response_id, "expected_previous_response_id")
+        blob = encode(session)
+        if len(blob) > self.max_record_bytes:
+            raise SessionError(
+                ErrorCode.RECORD_TOO_LARGE,
+                f"response {response_id!r} encodes to {len(blob)} bytes; the limit is {self.max_record_bytes}",
+            )
+        thread = await self._thread_for_save(response_id, parent)
+        request = SaveRequest(response_id, parent or "", expect, str(expected_previous_response_id or ""),
+                              overwrite, blob, self._ttl_ms, OVERWRITE_CYCLE_WALK_LIMIT)
+        status, detail = await self.engine.save(thread, request)
+        if status != "ok":
+            await self._refused(status, detail, response_id, parent, thread)
+        if thread_of(response_id) is None:
+            await self._point(response_id, thread)
+
+    async def _thread_for_save(self, response_id: str, parent: str | None) -> str:
+        own = thread_of(response_id)
+        parent_thread = thread_of(parent) if parent else None
+        if own is not None:
+            if parent_thread is not None and parent_thread != own:
+                raise SessionError(
+                    ErrorCode.ID_INVALID,
+                    f"{response_id!r} was minted for another thread than its parent {parent!r}; "
+                    "mint it with new_response_id(previous_response_id)",
+                )
+            return own
+        if parent is None:
+            return foreign_root_thread(response_id)
+        thread = parent_thread or await self.engine.locate(parent, 0)
+        if thread is None:
+            raise SessionError(ErrorCode.CHAIN_NOT_FOUND, f"previous_response_id {parent!r} was not found")
+        return thread
+
+    async def _point(self, response_id: str, thread: str) -> None:
+        old = await self.engine.point(response_id, thread, self._ttl_ms)
+        if old is not None and old != thread:
+            # The same foreign id was just saved into another thread by someone else:
+            # theirs came first, so take ours back out rather than keep two.
+            await self.engine.delete(thread, response_id)
+            raise SessionError(ErrorCode.STORE_CONFLICT, f"response {response_id!r} already exists")
+
+    async def _refused(self, status: str, detail: str, response_id: str, parent: str | None, thread: str) -> None:
+        if status == "exists":
+            if thread_of(response_id) is None:
+                await self._point(response_id, thread)  # repair a locator lost by a crashed save
+            raise SessionError(ErrorCode.STORE_CONFLICT, f"response {response_id!r} already exists")
+        if status == "expected":
+            raise SessionError(
+                ErrorCode.STORE_CONFLICT,
+                f"expected previous_response_id does not match: the record's parent is {detail or None!r}",
+            )
+        if status == "parent_missing":
+            elsewhere = await self._thread(detail) if thread_of(detail) is None else None
+            if elsewhere is not None and elsewhere != thread:
+                raise SessionError(
+                    ErrorCode.ID_INVALID,
+                    f"{response_id!r} was minted for another thread than its parent {parent!r}; "
+                    "mint it with store.new_response_id(previous_response_id)",
+                )
+            raise SessionError(ErrorCode.CHAIN_NOT_FOUND, f"previous_response_id {detail!r} was not found")
+        if status == "cycle":
+            raise SessionError(ErrorCode.CHAIN_CYCLE_DETECTED, f"saving {response_id!r} under {parent!r} would make a cycle")
+        check_walk(status, detail, response_id, self.max_depth)
+
+    async def delete(self, response_id: str) -> bool:
+        """Delete one response. Its descendants stay; resolving through the gap raises
+        ``session.chain.not_found`` naming it, never a shortened history."""
+        validate_id(response_id)
+        thread = await self._thread(response_id)
+        if thread is None:
+            return False
+        deleted = await self.engine.delete(thread, response_id)
+        if thread_of(response_id) is None:
+            await self.engine.unpoint(response_id)
+        return deleted
+
+    async def close(self) -> None:
+        await self.engine.close()
+
+    async def __aenter__(self) -> "ChainStore":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+
+class RedisResponseSessionStore(ChainStore):
+    """Response chains in Redis (standalone or Cluster), from a redis-py asyncio client."""
+
+    def __init__(
+        self,
+        client: AnyRedis,
+        *,
+        key_prefix: str = DEFAULT_PREFIX,
+        ttl_seconds: int | None = DEFAULT_TTL_SECONDS,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        sliding_ttl: bool = False,
+        replay_instructions: bool = False,
+        owns_client: bool = False,
+    ) -> None:
+        keys = KeySpace(key_prefix)
+        super().__init__(
+            RedisChainEngine(client, keys), keys, ttl_seconds=ttl_seconds, max_depth=max_depth,
+            max_record_bytes=max_record_bytes, sliding_ttl=sliding_ttl, replay_instructions=replay_instructions,
+        )
+        self.client = client
+        self._owns_client = owns_client
+
+    @classmethod
+    def from_url(cls, url: str, *, cluster: bool | None = None, **options: Any) -> "RedisResponseSessionStore":
+        """A store with its own client (closed by :meth:`close`); ``redis+cluster://`` for a cluster."""
+        return cls(from_url(url, cluster=cluster), owns_client=True, **options)
+
+    async def close(self) -> None:
+        if self._owns_client:
+            self._owns_client = False
+            await close_client(self.client)
+
+
+class MemoryResponseSessionStore(ChainStore):
+    """Response chains in this process: for tests and single-process use."""
+
+    def __init__(
+        self,
+        *,
+        key_prefix: str = DEFAULT_PREFIX,
+        ttl_seconds: int | None = DEFAULT_TTL_SECONDS,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        sliding_ttl: bool = False,
+        replay_instructions: bool = False,
+        clock: Clock = system_clock,
+    ) -> None:
+        keys = KeySpace(key_prefix)
+        super().__init__(
+            MemoryChainEngine(clock), keys, ttl_seconds=ttl_seconds, max_depth=max_depth,
+            max_record_bytes=max_record_bytes, sliding_ttl=sliding_ttl, replay_instructions=replay_instructions,
+        )

@@ -1,0 +1,37 @@
+"""Lua scripts: read once from the packaged ``lua/`` folder, called with EVALSHA.
+
+The SHA is computed locally. On NOSCRIPT (the server restarted, failed over, or
+someone ran ``SCRIPT FLUSH``) the call is retried once as EVAL, which both runs
+the script and caches it on whichever node executed it; that works the same
+on a standalone server and on every node of a cluster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Sequence
+
+from redis.exceptions import NoScriptError
+
+from .redis_client import AnyRedis
+
+
+class LuaScript:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.source = resources.files("redis_sessions.lua").joinpath(f"{name}.lua").read_text("utf-8")
+        self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
+
+    async def __call__(self, client: AnyRedis, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        try:
+            return await client.evalsha(self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return await client.eval(self.source, len(keys), *keys, *args)
+
+
+@lru_cache(maxsize=None)
+def script(name: str) -> LuaScript:
+    """The script ``lua/<name>.lua``, read and hashed once per process."""
+    return LuaScript(name)

@@ -1,0 +1,136 @@
+"""One dictionary of backends, turned into fixtures every behaviour test runs on.
+
+``backend`` is parametrized over memory, fakeredis, a real redis-server and a
+real 3-master Redis Cluster; the real ones carry the ``real`` marker
+(``-m "not real"`` deselects them on a laptop without redis-server). Each test
+gets its own key prefix, so tests never see each other's keys and no server is
+ever flushed. Where redis-server is missing the real backends skip with a
+reason, except under CI (``CI`` set), where any skip fails the run.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Iterator
+
+import pytest
+
+from redis_sessions.clock import FakeClock
+from servers import REDIS_CLI, REDIS_SERVER, ClusterServer, StandaloneServer
+
+IN_CI = os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+BACKENDS: dict[str, list[pytest.MarkDecorator]] = {
+    "memory": [],
+    "fakeredis": [],
+    "redis": [pytest.mark.real],
+    "cluster": [pytest.mark.real],
+}
+REDIS_BACKENDS = ["fakeredis", "redis", "cluster"]
+REAL_BACKENDS = ["redis", "cluster"]
+
+
+def backend_params(names: list[str]) -> list[Any]:
+    return [pytest.param(name, marks=BACKENDS[name], id=name) for name in names]
+
+
+def _need_binary() -> None:
+    if REDIS_SERVER and REDIS_CLI:
+        return
+    reason = "redis-server/redis-cli not installed (apt-get install redis-server)"
+    if IN_CI:
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[StandaloneServer]:
+    _need_binary()
+    server = StandaloneServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[ClusterServer]:
+    _need_binary()
+    cluster = ClusterServer()
+    yield cluster
+    cluster.close()
+
+
+@dataclass
+class Backend:
+    """What a test needs to build any store on one backend."""
+
+    name: str
+    prefix: str
+    client: Any = None  # a redis-py asyncio client (None for memory)
+    clock: FakeClock = field(default_factory=FakeClock)
+    url: str | None = None
+    server: Any = None
+
+    @property
+    def is_redis(self) -> bool:
+        return self.client is not None
+
+
+async def make_backend(name: str, request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    if name == "memory":
+        yield Backend(name, prefix)
+        return
+    if name == "fakeredis":
+        import fakeredis
+
+        server = fakeredis.FakeServer()
+        client = fakeredis.FakeAsyncRedis(server=server)
+        yield Backend(name, prefix, client, server=server)
+        await client.aclose()
+        return
+    from redis.asyncio import Redis
+    from redis.asyncio.cluster import RedisCluster
+
+    if name == "redis":
+        srv = request.getfixturevalue("redis_server")
+        client = Redis.from_url(srv.url)
+        yield Backend(name, prefix, client, url=srv.url, server=srv)
+        await client.aclose()
+        return
+    cluster = request.getfixturevalue("redis_cluster")
+    client = RedisCluster(host="127.0.0.1", port=cluster.ports[0])
+    await client.initialize()
+    yield Backend(name, prefix, client, url=cluster.url, server=cluster)
+    await client.aclose()
+
+
+@pytest.fixture(params=backend_params(list(BACKENDS)))
+async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+    async for b in make_backend(request.param, request):
+        yield b
+
+
+@pytest.fixture(params=backend_params(REDIS_BACKENDS))
+async def redis_backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+    async for b in make_backend(request.param, request):
+        yield b
+
+
+@pytest.fixture(params=backend_params(REAL_BACKENDS))
+async def real_backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+    async for b in make_backend(request.param, request):
+        yield b
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under CI a skipped test is a failure: the real-Redis tests must run."""
+    if not IN_CI:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = len(reporter.stats.get("skipped", [])) if reporter else 0
+    if skipped:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if reporter:
+            reporter.write_line(f"CI: {skipped} test(s) skipped; real-Redis tests must run under CI", red=True)
