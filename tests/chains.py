@@ -1,0 +1,108 @@
+"""Helpers to build stores and records for the response-chain tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from redis_sessions import (
+    MemoryResponseSessionStore,
+    RedisResponseSessionStore,
+    StoredResponseRequestSnapshot,
+    StoredResponseSession,
+    StoredResponseSnapshot,
+)
+from redis_sessions.responses import ChainStore
+
+
+def make_store(backend: Any, **options: Any) -> ChainStore:
+    if backend.client is None:
+        return MemoryResponseSessionStore(key_prefix=backend.prefix, clock=backend.clock, **options)
+    return RedisResponseSessionStore(backend.client, key_prefix=backend.prefix, **options)
+
+
+def record(
+    response_id: str,
+    parent: str | None = None,
+    text: str = "hello",
+    *,
+    status: str = "completed",
+    instructions: str | None = None,
+    input_items: list[dict[str, Any]] | None = None,
+    payload: str = "",
+) -> StoredResponseSession:
+    return StoredResponseSession(
+        id=response_id,
+        previous_response_id=parent,
+        created_at=1_700_000_000,
+        status=status,
+        request=StoredResponseRequestSnapshot(
+            input=input_items if input_items is not None else text, instructions=instructions, model="test-model"
+        ),
+        response=StoredResponseSnapshot(
+            id=response_id,
+            output=[{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": f"re: {text}{payload}"}]}],
+            output_text=f"re: {text}",
+        ),
+    )
+
+
+async def build_chain(store: ChainStore, depth: int, *, first_parent: str | None = None) -> list[str]:
+    """Save a linear chain of ``depth`` minted responses; return their ids oldest first."""
+    ids: list[str] = []
+    parent = first_parent
+    for i in range(depth):
+        rid = await store.new_response_id(parent)
+        await store.save(record(rid, parent, f"turn {i}"))
+        ids.append(rid)
+        parent = rid
+    return ids
+
+
+async def all_keys(backend: Any, store: ChainStore) -> dict[Any, Any]:
+    """Every key of this test's prefix with its value, to prove a refusal wrote nothing."""
+    if backend.client is None:
+        engine: Any = store.engine
+        for thread in list(engine.threads):
+            engine._live_thread(thread)  # drop what has expired, as Redis would
+        for response_id in list(engine.locators):
+            engine._live_locator(response_id)
+        state: dict[Any, Any] = {("thread", t): dict(e.fields) for t, e in engine.threads.items()}
+        state.update({("loc", k): v for k, v in engine.locators.items()})
+        return state
+    client = backend.client
+    out: dict[bytes, Any] = {}
+    kwargs: dict[str, Any] = {"match": f"{backend.prefix}:*"}
+    if backend.name == "cluster":
+        kwargs["target_nodes"] = client.PRIMARIES
+    async for key in client.scan_iter(**kwargs):
+        kind = await client.type(key)
+        if kind == b"hash":
+            out[key] = await client.hgetall(key)
+        elif kind == b"string":
+            out[key] = await client.get(key)
+        elif kind == b"list":
+            out[key] = await client.lrange(key, 0, -1)
+        else:
+            out[key] = kind
+    return out
+
+
+def save_in_process(url: str, prefix: str, response_id: str, parent: str | None, index: int, barrier: Any) -> str:
+    """Run in a separate process: wait for the others, then save; report the outcome."""
+    import asyncio
+
+    from redis_sessions import ErrorCode, RedisResponseSessionStore, SessionError
+
+    async def run() -> str:
+        store = RedisResponseSessionStore.from_url(url, key_prefix=prefix)
+        try:
+            await store.get(response_id)  # connect (and learn the cluster) before the race
+            barrier.wait()
+            await store.save(record(response_id, parent, text=f"writer {index}"))
+            return "won"
+        except SessionError as exc:
+            return "conflict" if exc.code is ErrorCode.STORE_CONFLICT else exc.code.value
+        finally:
+            await store.close()
+
+    return asyncio.run(run())

@@ -1,0 +1,321 @@
+"""The response-chain store, one suite over memory, fakeredis, redis-server and a cluster."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from chains import all_keys, build_chain, make_store, record
+from redis_sessions import (
+    ErrorCode,
+    ResponseSessionStore,
+    SessionError,
+    StoredResponseRequestSnapshot,
+    new_response_id,
+)
+from redis_sessions.ids import thread_of
+
+
+async def test_save_then_get_returns_an_equal_record(backend):
+    store = make_store(backend)
+    rid = new_response_id()
+    saved = record(rid, text="hi", instructions="be brief")
+    await store.save(saved)
+    assert await store.get(rid) == saved
+    assert await store.get(new_response_id()) is None
+    assert isinstance(store, ResponseSessionStore)
+
+
+async def test_a_second_save_of_the_same_id_is_a_conflict_and_changes_nothing(backend):
+    store = make_store(backend)
+    rid = new_response_id()
+    await store.save(record(rid, text="first"))
+    before = await all_keys(backend, store)
+    with pytest.raises(SessionError) as err:
+        await store.save(record(rid, text="second"))
+    assert err.value.code is ErrorCode.STORE_CONFLICT and err.value.http_status == 409
+    assert await all_keys(backend, store) == before
+    assert (await store.get(rid)).request.input == "first"
+
+
+async def test_overwrite_replaces_the_record(backend):
+    store = make_store(backend)
+    rid = new_response_id()
+    await store.save(record(rid, text="first", status="in_progress"))
+    await store.save(record(rid, text="second"), overwrite=True)
+    got = await store.get(rid)
+    assert got.request.input == "second" and got.status == "completed"
+
+
+async def test_a_missing_parent_refuses_the_save_and_writes_nothing(backend):
+    store = make_store(backend)
+    parent = new_response_id()
+    child = new_response_id(parent)
+    with pytest.raises(SessionError) as err:
+        await store.save(record(child, parent))
+    assert err.value.code is ErrorCode.CHAIN_NOT_FOUND and err.value.http_status == 404
+    assert await all_keys(backend, store) == {}
+    with pytest.raises(SessionError) as err:
+        await store.save(record("foreign-child", "foreign-parent"))
+    assert err.value.code is ErrorCode.CHAIN_NOT_FOUND
+    assert await all_keys(backend, store) == {}
+
+
+async def test_expected_previous_response_id_is_checked_atomically(backend):
+    store = make_store(backend)
+    root = new_response_id()
+    await store.save(record(root), expected_previous_response_id=None)
+    child = new_response_id(root)
+    before = await all_keys(backend, store)
+    # the caller expected a root, but the record continues `root`
+    with pytest.raises(SessionError) as err:
+        await store.save(record(child, root), expected_previous_response_id=None)
+    assert err.value.code is ErrorCode.STORE_CONFLICT
+    other = new_response_id(root)
+    await store.save(record(other, root))
+    with pytest.raises(SessionError) as err:
+        await store.save(record(child, root), expected_previous_response_id=other)
+    assert err.value.code is ErrorCode.STORE_CONFLICT
+    assert await store.get(child) is None
+    await store.save(record(child, root), expected_previous_response_id=root)
+    assert (await store.get(child)).previous_response_id == root
+    assert before != await all_keys(backend, store)
+
+
+async def test_overwrite_with_an_expectation_compares_the_stored_parent(backend):
+    store = make_store(backend)
+    a, = await build_chain(store, 1)
+    b = new_response_id(a)
+    await store.save(record(b, a))
+    c = new_response_id(a)
+    await store.save(record(c, a))
+    # re-parent b under c, expecting (wrongly) that b was a root
+    with pytest.raises(SessionError) as err:
+        await store.save(record(b, c), expected_previous_response_id=c, overwrite=True)
+    assert err.value.code is ErrorCode.STORE_CONFLICT
+    assert (await store.get(b)).previous_response_id == a
+
+
+async def test_an_overwrite_that_would_make_a_cycle_is_refused(backend):
+    store = make_store(backend)
+    a, b, c = await build_chain(store, 3)
+    with pytest.raises(SessionError) as err:
+        await store.save(record(a, c), overwrite=True)
+    assert err.value.code is ErrorCode.CHAIN_CYCLE_DETECTED
+    assert (await store.get(a)).previous_response_id is None
+
+
+async def test_resolve_chain_rebuilds_the_input_items_oldest_first(backend):
+    store = make_store(backend)
+    a = new_response_id()
+    await store.save(record(a, text="one", instructions="sys one"))
+    b = new_response_id(a)
+    items = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "two"}]},
+             {"type": "function_call_output", "call_id": "c1", "output": "42"}]
+    await store.save(record(b, a, input_items=items, instructions="sys two"))
+    snap = await store.resolve_chain(b)
+    assert snap.previous_response_id == b
+    assert [s.id for s in snap.sessions] == [a, b]
+    assert snap.input_items == [
+        {"type": "message", "role": "user", "content": "one"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "re: one"}]},
+        *items,
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "re: hello"}]},
+    ]
+    empty = await store.resolve_chain(None)
+    assert empty.sessions == [] and empty.input_items == []
+
+
+async def test_replay_instructions_inserts_each_turns_instructions(backend):
+    store = make_store(backend, replay_instructions=True)
+    a = new_response_id()
+    await store.save(record(a, text="one", instructions="sys one"))
+    b = new_response_id(a)
+    await store.save(record(b, a, text="two", instructions="sys two"))
+    roles = [(i["role"], i["content"]) for i in (await store.resolve_chain(b)).input_items if i["role"] != "assistant"]
+    assert roles == [("system", "sys one"), ("user", "one"), ("system", "sys two"), ("user", "two")]
+
+
+async def test_a_missing_ancestor_is_an_error_never_a_shorter_history(backend):
+    store = make_store(backend)
+    ids = await build_chain(store, 5)
+    assert await store.delete(ids[2]) is True
+    assert await store.delete(ids[2]) is False
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(ids[4])
+    assert err.value.code is ErrorCode.CHAIN_NOT_FOUND and ids[2] in err.value.message
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(new_response_id())
+    assert err.value.code is ErrorCode.CHAIN_NOT_FOUND
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain("never-saved-anywhere")
+    assert err.value.code is ErrorCode.CHAIN_NOT_FOUND
+    assert len((await store.resolve_chain(ids[1])).sessions) == 2
+
+
+async def test_depth_limit_is_an_error(backend):
+    store = make_store(backend, max_depth=4)
+    ids = await build_chain(store, 6)
+    assert len((await store.resolve_chain(ids[3])).sessions) == 4
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(ids[4])
+    assert err.value.code is ErrorCode.CHAIN_DEPTH_EXCEEDED
+    assert len((await store.resolve_chain(ids[5], max_depth=6)).sessions) == 6
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(ids[5], max_depth=0)
+    assert err.value.code is ErrorCode.INPUT_INVALID
+
+
+async def test_a_turn_that_is_not_completed_is_unavailable_unless_asked_for(backend):
+    store = make_store(backend)
+    a = new_response_id()
+    await store.save(record(a, status="incomplete"))
+    b = new_response_id(a)
+    await store.save(record(b, a))
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(b)
+    assert err.value.code is ErrorCode.CHAIN_UNAVAILABLE
+    snap = await store.resolve_chain(b, include_incomplete=True)
+    assert [s.status for s in snap.sessions] == ["incomplete", "completed"]
+
+
+async def test_foreign_ids_work_through_a_locator(backend):
+    store = make_store(backend)
+    await store.save(record("ext-root", text="one"))
+    await store.save(record("ext-child", "ext-root", text="two"))
+    minted = await store.new_response_id("ext-child")
+    assert thread_of(minted) is not None
+    await store.save(record(minted, "ext-child", text="three"))
+    await store.save(record("ext-leaf", minted, text="four"))
+    snap = await store.resolve_chain("ext-leaf")
+    assert [s.request.input for s in snap.sessions] == ["one", "two", "three", "four"]
+    assert (await store.get("ext-child")).request.input == "two"
+    assert await store.delete("ext-leaf") is True
+    assert await store.get("ext-leaf") is None
+    with pytest.raises(SessionError) as err:
+        await store.save(record("ext-child", "ext-root"))
+    assert err.value.code is ErrorCode.STORE_CONFLICT
+
+
+async def test_an_id_minted_for_another_thread_is_refused(backend):
+    store = make_store(backend)
+    a, = await build_chain(store, 1)
+    wrong = new_response_id()  # a fresh thread, not a's
+    with pytest.raises(SessionError) as err:
+        await store.save(record(wrong, a))
+    assert err.value.code is ErrorCode.ID_INVALID
+    await store.save(record("ext-p"))
+    with pytest.raises(SessionError) as err:
+        await store.save(record(new_response_id(), "ext-p"))
+    assert err.value.code is ErrorCode.ID_INVALID
+    assert await store.get(wrong) is None
+
+
+async def test_round_trips_do_not_grow_with_depth(backend):
+    store = make_store(backend, max_depth=200)
+    ids = await build_chain(store, 150)
+    for depth in (1, 10, 150):
+        before = store.round_trips
+        snap = await store.resolve_chain(ids[depth - 1])
+        assert len(snap.sessions) == depth
+        assert store.round_trips - before <= 2
+    await store.save(record("ext-tail", ids[-1]))
+    before = store.round_trips
+    assert len((await store.resolve_chain("ext-tail")).sessions) == 151
+    assert store.round_trips - before <= 3
+
+
+BAD_IDS = ["", "x" * 257, " lead", "in side", "tab\t", "new\nline", "nul\x00", "bell\x07", "br{ace", "br}ace", 42]
+
+
+@pytest.mark.parametrize("bad", BAD_IDS, ids=lambda v: repr(v)[:12])
+async def test_invalid_ids_are_refused_and_nothing_is_written(backend, bad):
+    store = make_store(backend)
+    good = new_response_id()
+    await store.save(record(good))
+    before = await all_keys(backend, store)
+    calls = [
+        store.get(bad),
+        store.delete(bad),
+        store.resolve_chain(bad),
+        store.save(record(bad)),
+        store.save(record(new_response_id(good), bad)),
+        store.save(record(new_response_id(good), good), expected_previous_response_id=bad),
+    ]
+    for call in calls:
+        with pytest.raises(SessionError) as err:
+            await call
+        assert err.value.code is ErrorCode.ID_INVALID and err.value.http_status == 400
+    assert await all_keys(backend, store) == before
+    assert len("x" * 256) == 256 and await store.get("x" * 256) is None
+
+
+async def test_records_over_the_size_limit_are_refused(backend):
+    store = make_store(backend, max_record_bytes=4096)
+    rid = new_response_id()
+    with pytest.raises(SessionError) as err:
+        await store.save(record(rid, payload="x" * 5000))
+    assert err.value.code is ErrorCode.RECORD_TOO_LARGE and err.value.http_status == 413
+    assert await all_keys(backend, store) == {}
+    await store.save(record(rid, payload="x" * 1000))
+
+
+async def test_save_refuses_what_is_not_a_record(backend):
+    store = make_store(backend)
+    with pytest.raises(SessionError) as err:
+        await store.save({"id": "x"})  # type: ignore[arg-type]
+    assert err.value.code is ErrorCode.INPUT_INVALID
+    rid = new_response_id()
+    bad = record(rid, input_items=[{"type": "message", "content": object()}])
+    with pytest.raises(SessionError) as err:
+        await store.save(bad)
+    assert err.value.code is ErrorCode.INPUT_INVALID
+    assert await all_keys(backend, store) == {}
+
+
+async def test_callers_cannot_mutate_stored_state(backend):
+    store = make_store(backend)
+    a = new_response_id()
+    items = [{"type": "message", "role": "user", "content": "original"}]
+    saved = record(a, input_items=items)
+    await store.save(saved)
+    items[0]["content"] = "changed after save"
+    got = await store.get(a)
+    assert got.request.input[0]["content"] == "original"
+    got.request.input[0]["content"] = "changed after get"
+    snap = await store.resolve_chain(a)
+    snap.input_items[0]["content"] = "changed after resolve"
+    assert (await store.get(a)).request.input[0]["content"] == "original"
+
+
+async def test_unknown_fields_in_stored_data_are_ignored(backend):
+    """A newer writer (rolling deploy) may add fields; this reader must still read."""
+    store = make_store(backend)
+    rid = new_response_id()
+    newer = msgspec.to_builtins(record(rid))
+    newer["a_field_from_the_future"] = {"x": 1}
+    newer["request"]["another_new_one"] = [1, 2]
+    blob = msgspec.msgpack.encode(newer)
+    if backend.client is None:
+        await store.save(record(rid))
+        thread = store.engine.threads[thread_of(rid)]
+        thread.fields[f"d:{rid}"] = blob
+    else:
+        await backend.client.hset(store.keys.thread(thread_of(rid)), mapping={f"d:{rid}": blob, f"p:{rid}": ""})
+    got = await store.get(rid)
+    assert got == record(rid)
+    assert StoredResponseRequestSnapshot.__struct_config__.forbid_unknown_fields is False
+
+
+async def test_ttl_default_and_none(backend):
+    default = make_store(backend)
+    assert default.ttl_seconds == 30 * 24 * 3600
+    forever = make_store(backend, ttl_seconds=None)
+    rid = new_response_id()
+    await forever.save(record(rid))
+    if backend.client is not None:
+        assert await backend.client.pttl(forever.keys.thread(thread_of(rid))) == -1
+    else:
+        assert forever.engine.threads[thread_of(rid)].expires_at is None
+    with pytest.raises(SessionError):
+        make_store(backend, ttl_seconds=0)

@@ -1,0 +1,162 @@
+"""What only a Redis backend can show: garbage at a key, scripts flushed or a
+server restarted, a server that is down, many processes racing, and the
+number of requests the server really read."""
+
+from __future__ import annotations
+
+import multiprocessing
+
+import msgspec
+import pytest
+from redis.asyncio import Redis
+
+from chains import all_keys, build_chain, make_store, record, save_in_process
+from redis_sessions import ErrorCode, RedisResponseSessionStore, SessionError, new_response_id
+from redis_sessions.ids import thread_of
+from servers import free_port
+
+
+async def expect_code(call, code: ErrorCode) -> SessionError:
+    with pytest.raises(SessionError) as err:
+        await call
+    assert err.value.code is code, err.value
+    return err.value
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [b"\xc1\xc1 not msgpack", msgspec.msgpack.encode({"id": 5, "created_at": "soon"}), msgspec.msgpack.encode([1, 2])],
+    ids=["undecodable", "wrong-field-types", "wrong-shape"],
+)
+async def test_garbage_in_a_record_is_reported_as_corrupt(redis_backend, garbage):
+    store = make_store(redis_backend)
+    a, b, c = await build_chain(store, 3)
+    key = store.keys.thread(thread_of(a))
+    await redis_backend.client.hset(key, f"d:{b}", garbage)
+    err = await expect_code(store.get(b), ErrorCode.RECORD_CORRUPT)
+    assert key in err.message and err.http_status == 500
+    await expect_code(store.resolve_chain(c), ErrorCode.RECORD_CORRUPT)
+    assert (await store.get(a)).id == a
+
+
+async def test_a_key_of_the_wrong_type_is_reported_and_left_alone(redis_backend):
+    store = make_store(redis_backend)
+    rid = new_response_id()
+    key = store.keys.thread(thread_of(rid))
+    await redis_backend.client.set(key, b"someone else's string")
+    before = await all_keys(redis_backend, store)
+    await expect_code(store.get(rid), ErrorCode.RECORD_CORRUPT)
+    await expect_code(store.resolve_chain(rid), ErrorCode.RECORD_CORRUPT)
+    await expect_code(store.save(record(rid)), ErrorCode.RECORD_CORRUPT)
+    await expect_code(store.delete(rid), ErrorCode.RECORD_CORRUPT)
+    await redis_backend.client.rpush(store.keys.locator("ext-x"), b"not a locator")
+    await expect_code(store.get("ext-x"), ErrorCode.RECORD_CORRUPT)
+    await redis_backend.client.delete(store.keys.locator("ext-x"))
+    assert await all_keys(redis_backend, store) == before
+
+
+async def test_a_cycle_written_behind_the_stores_back_is_detected(redis_backend):
+    store = make_store(redis_backend)
+    a, b, c = await build_chain(store, 3)
+    await redis_backend.client.hset(store.keys.thread(thread_of(a)), f"p:{a}", c)
+    err = await expect_code(store.resolve_chain(c), ErrorCode.CHAIN_CYCLE_DETECTED)
+    assert err.http_status == 422
+
+
+async def flush_scripts(backend) -> None:
+    ports = backend.server.ports if backend.name == "cluster" else [backend.server.port]
+    for port in ports:
+        node = Redis(port=port)
+        await node.script_flush()
+        await node.aclose()
+
+
+async def every_operation(store) -> None:
+    ids = await build_chain(store, 2)
+    foreign = f"ext-{ids[0][-8:]}"
+    await store.save(record(foreign, ids[-1]))
+    assert [s.id for s in (await store.resolve_chain(foreign)).sessions] == [*ids, foreign]
+    assert await store.get(ids[0]) is not None
+    assert await store.delete(ids[-1]) is True
+
+
+async def test_scripts_survive_script_flush(real_backend):
+    store = make_store(real_backend)
+    await every_operation(store)
+    await flush_scripts(real_backend)
+    await every_operation(store)
+    await flush_scripts(real_backend)
+    await every_operation(store)
+
+
+@pytest.mark.real
+async def test_scripts_and_connections_survive_a_server_restart(redis_server):
+    store = RedisResponseSessionStore.from_url(redis_server.url, key_prefix="restart")
+    try:
+        await every_operation(store)
+        redis_server.process.restart()
+        await every_operation(store)  # new connection, empty script cache: reloaded once
+    finally:
+        await store.close()
+
+
+async def test_a_server_that_is_down_is_backend_unavailable():
+    store = RedisResponseSessionStore.from_url(f"redis://127.0.0.1:{free_port()}/0")
+    try:
+        rid = new_response_id()
+        for call in (store.get(rid), store.save(record(rid)), store.resolve_chain(rid), store.delete(rid),
+                     store.get("ext-down")):
+            err = await expect_code(call, ErrorCode.BACKEND_UNAVAILABLE)
+            assert err.http_status == 503
+    finally:
+        await store.close()
+
+
+async def test_a_bad_url_is_a_session_error():
+    with pytest.raises(SessionError) as err:
+        RedisResponseSessionStore.from_url("foo://nowhere")
+    assert err.value.code is ErrorCode.BACKEND_UNAVAILABLE
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["minted", "foreign"])
+async def test_eight_processes_saving_one_new_id_exactly_one_wins(real_backend, kind):
+    store = make_store(real_backend)
+    root, = await build_chain(store, 1)
+    rid = new_response_id(root) if kind == "minted" else "ext-raced"
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Manager().Barrier(8)
+    with ctx.Pool(8) as pool:
+        outcomes = pool.starmap(
+            save_in_process, [(real_backend.url, real_backend.prefix, rid, root, i, barrier) for i in range(8)]
+        )
+    assert sorted(outcomes) == ["conflict"] * 7 + ["won"]
+    winner = outcomes.index("won")
+    assert (await store.get(rid)).request.input == f"writer {winner}"
+    assert [s.id for s in (await store.resolve_chain(rid)).sessions] == [root, rid]
+
+
+async def reads_processed(nodes: list[Redis]) -> int:
+    """Requests the servers read off their sockets: one per round trip (commands run
+    inside a script are not reads, and a pipeline arrives in one read)."""
+    return sum([(await node.info("stats"))["total_reads_processed"] for node in nodes])
+
+
+@pytest.mark.parametrize("depth", [1, 100])
+async def test_the_server_sees_one_request_per_resolve_at_any_depth(real_backend, depth):
+    store = make_store(real_backend, max_depth=200)
+    ids = await build_chain(store, depth)
+    await store.save(record("ext-leaf", ids[-1]))
+    ports = real_backend.server.ports if real_backend.name == "cluster" else [real_backend.server.port]
+    nodes = [Redis(port=port) for port in ports]
+    await reads_processed(nodes)  # connect first: a new connection sends setup commands
+    await store.resolve_chain("ext-leaf")  # and load the script, should an earlier test have flushed it
+    for leaf, allowed in ((ids[-1], 1), ("ext-leaf", 2)):
+        before = await reads_processed(nodes)
+        snap = await store.resolve_chain(leaf)
+        after = await reads_processed(nodes)
+        assert len(snap.sessions) == depth + (leaf == "ext-leaf")
+        # each INFO is itself a read, counted at the next reading: one per node
+        assert after - before - len(nodes) <= allowed
+    for node in nodes:
+        await node.aclose()

@@ -1,0 +1,94 @@
+"""Expiry: one TTL per thread, never shortened, optionally sliding; memory and
+fakeredis on a fake clock, the real servers once with a real short TTL."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import types
+
+import fakeredis
+import pytest
+
+from chains import all_keys, build_chain, make_store, record
+from conftest import backend_params
+from redis_sessions import new_response_id
+from redis_sessions.ids import thread_of
+
+
+@pytest.fixture(params=backend_params(["memory", "fakeredis"]))
+async def clocked(request, monkeypatch):
+    """A backend whose notion of time is the test's FakeClock."""
+    from conftest import make_backend
+
+    async for b in make_backend(request.param, request):
+        b.clock.now = time.time()
+        if b.name == "fakeredis":
+            fake_time = types.SimpleNamespace(time=b.clock, sleep=time.sleep, monotonic=time.monotonic)
+            monkeypatch.setattr(fakeredis._helpers, "time", fake_time)
+            monkeypatch.setattr(fakeredis._socket._base, "time", fake_time)
+        yield b
+
+
+async def test_a_descendant_keeps_its_whole_chain_alive(clocked):
+    store = make_store(clocked, ttl_seconds=100)
+    a, = await build_chain(store, 1)
+    clocked.clock.advance(60)
+    b = new_response_id(a)
+    await store.save(record(b, a))
+    clocked.clock.advance(60)  # a alone would have expired at 100 s
+    assert await store.get(a) is not None
+    assert len((await store.resolve_chain(b)).sessions) == 2
+    clocked.clock.advance(50)  # past b's 160 s
+    assert await store.get(a) is None and await store.get(b) is None
+    assert await all_keys(clocked, store) == {}
+
+
+async def test_sliding_ttl_refreshes_on_read(clocked):
+    sliding = make_store(clocked, ttl_seconds=100, sliding_ttl=True)
+    fixed = make_store(clocked, ttl_seconds=100)
+    a, = await build_chain(sliding, 1)
+    b, = await build_chain(fixed, 1)
+    for _ in range(3):
+        clocked.clock.advance(80)
+        assert await sliding.get(a) is not None
+        assert (await sliding.resolve_chain(a)).sessions
+    assert await fixed.get(b) is None
+
+
+async def test_foreign_id_locators_expire_with_their_record(clocked):
+    store = make_store(clocked, ttl_seconds=100)
+    await store.save(record("ext-1"))
+    assert await store.get("ext-1") is not None
+    clocked.clock.advance(101)
+    assert await store.get("ext-1") is None
+    assert await all_keys(clocked, store) == {}
+
+
+async def test_a_shorter_ttl_never_shortens_a_chain(redis_backend):
+    long = make_store(redis_backend, ttl_seconds=1000)
+    short = make_store(redis_backend, ttl_seconds=10)
+    forever = make_store(redis_backend, ttl_seconds=None)
+    a, = await build_chain(long, 1)
+    b = new_response_id(a)
+    await short.save(record(b, a))
+    key = long.keys.thread(thread_of(a))
+    assert await redis_backend.client.pttl(key) > 900_000
+    c = new_response_id(b)
+    await forever.save(record(c, b))
+    assert await redis_backend.client.pttl(key) == -1
+    await short.save(record(new_response_id(c), c))
+    assert await redis_backend.client.pttl(key) == -1
+
+
+@pytest.mark.parametrize("sliding", [False, True])
+async def test_records_expire_for_real(real_backend, sliding):
+    store = make_store(real_backend, ttl_seconds=1, sliding_ttl=sliding)
+    ids = await build_chain(store, 3)
+    await store.save(record("ext-real", ids[-1]))
+    key = store.keys.thread(thread_of(ids[0]))
+    assert 0 < await real_backend.client.pttl(key) <= 1000
+    assert 0 < await real_backend.client.pttl(store.keys.locator("ext-real")) <= 1000
+    await asyncio.sleep(1.3)
+    assert await store.get(ids[0]) is None and await store.get("ext-real") is None
+    assert await all_keys(real_backend, store) == {}
