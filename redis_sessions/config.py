@@ -41,7 +41,10 @@ class SessionConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "SessionConfig":
-        validate_id(self.key_prefix, "key prefix")
+        try:
+            validate_id(self.key_prefix, "key prefix")
+        except SessionError as exc:
+            raise ValueError(exc.message) from None
         if self.backend == "redis" and not self.url:
             raise ValueError("backend 'redis' needs a url")
         return self

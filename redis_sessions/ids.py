@@ -22,6 +22,7 @@ from .errors import ErrorCode, SessionError
 
 MAX_ID_LENGTH = 256
 _MINTED = re.compile(r"resp_([0-9a-f]{16})_[0-9a-f]{32}")
+_ASCII_BAD = re.compile(r"[\x00-\x20{}\x7f]")
 
 
 def validate_id(value: object, what: str = "response id") -> str:
@@ -32,10 +33,19 @@ def validate_id(value: object, what: str = "response id") -> str:
         raise SessionError(ErrorCode.ID_INVALID, f"{what} must not be empty")
     if len(value) > MAX_ID_LENGTH:
         raise SessionError(ErrorCode.ID_INVALID, f"{what} is {len(value)} characters, the limit is {MAX_ID_LENGTH}")
+    if value.isascii():  # the common case, checked at C speed
+        bad = _ASCII_BAD.search(value)
+        if bad is None:
+            return value
+        _refuse(value, what, bad.group())
     for ch in value:
         if ch in "{}" or ch.isspace() or unicodedata.category(ch)[0] == "C":
-            raise SessionError(ErrorCode.ID_INVALID, f"{what} {value!r} contains the character {ch!r}")
+            _refuse(value, what, ch)
     return value
+
+
+def _refuse(value: str, what: str, ch: str) -> None:
+    raise SessionError(ErrorCode.ID_INVALID, f"{what} {value!r} contains the character {ch!r}")
 
 
 def new_thread_tag() -> str:

@@ -8,8 +8,7 @@ redis-py exception becomes a :class:`SessionError`.
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
-from typing import AsyncIterator, Union
+from typing import Union
 from urllib.parse import parse_qs, urlsplit
 
 from redis import exceptions as rx
@@ -54,21 +53,30 @@ async def close_client(client: AnyRedis) -> None:
     await client.aclose()
 
 
-@asynccontextmanager
-async def translate_errors(where: str) -> AsyncIterator[None]:
-    """Turn redis-py exceptions raised inside the block into SessionErrors."""
-    try:
-        yield
-    except SessionError:
-        raise
-    except rx.NoScriptError:  # only if the retry-as-EVAL path itself failed
-        raise SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: script could not be loaded") from None
-    except rx.ResponseError as exc:
+class translate_errors:
+    """``async with translate_errors(where):`` turns redis-py exceptions raised in the
+    block into SessionErrors. A class, not a generator: it sits on every call."""
+
+    __slots__ = ("where",)
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc is None or isinstance(exc, SessionError) or not isinstance(exc, (rx.RedisError, rx.RedisClusterException, OSError)):
+            return None
+        raise _translate(exc, self.where) from None
+
+
+def _translate(exc: BaseException, where: str) -> SessionError:
+    if isinstance(exc, rx.NoScriptError):  # only if the retry-as-EVAL path itself failed
+        return SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: script could not be loaded")
+    if isinstance(exc, rx.ResponseError):
         text = str(exc)
         if text.startswith("WRONGTYPE"):
-            raise SessionError(ErrorCode.RECORD_CORRUPT, f"{where} holds a value of the wrong Redis type") from None
-        if "CROSSSLOT" in text or text.startswith(("CLUSTERDOWN", "TRYAGAIN", "LOADING", "MASTERDOWN", "READONLY")):
-            raise SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: {text}") from None
-        raise SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: Redis refused the command: {text}") from None
-    except (rx.RedisError, rx.RedisClusterException, OSError) as exc:
-        raise SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: Redis is unavailable: {exc}") from None
+            return SessionError(ErrorCode.RECORD_CORRUPT, f"{where} holds a value of the wrong Redis type")
+        return SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: Redis refused the command: {text}")
+    return SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: Redis is unavailable: {exc}")

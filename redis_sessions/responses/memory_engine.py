@@ -104,6 +104,10 @@ class MemoryChainEngine:
         entry.fields[f"p:{rid}"] = parent
         return "ok", rid
 
+    async def fetch(self, thread: str, response_id: str, slide_ms: int) -> object | None:
+        status, _, records = await self.walk(thread, response_id, 1, slide_ms)
+        return records[0] if records else None
+
     async def walk(self, thread: str, start: str, limit: int, slide_ms: int) -> tuple[str, str, Sequence[object]]:
         self.round_trips += 1
         entry = self._live_thread(thread)

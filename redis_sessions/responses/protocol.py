@@ -77,6 +77,9 @@ class ChainEngine(Protocol):
 
     async def save(self, thread: str, request: SaveRequest) -> tuple[str, str]: ...
 
+    async def fetch(self, thread: str, response_id: str, slide_ms: int) -> object | None:
+        """One record (its stored bytes), or None."""
+
     async def walk(self, thread: str, start: str, limit: int, slide_ms: int) -> tuple[str, str, Sequence[object]]: ...
 
     async def delete(self, thread: str, response_id: str) -> bool: ...

@@ -62,6 +62,17 @@ class RedisChainEngine:
             result = await self._save(self.client, [key], args)
         return _text(result[0]), _text(result[1])
 
+    async def fetch(self, thread: str, response_id: str, slide_ms: int) -> object | None:
+        if slide_ms > 0:
+            status, detail, records = await self.walk(thread, response_id, 1, slide_ms)
+            if status == "wrongtype":
+                raise SessionError(ErrorCode.RECORD_CORRUPT, f"thread {self.keys.thread(thread)!r} holds a Redis {detail}")
+            return records[0] if records else None
+        key = self.keys.thread(thread)
+        self.round_trips += 1
+        async with translate_errors(f"thread {key!r}"):
+            return await self.client.hget(key, self.keys.data_field(response_id))
+
     async def walk(self, thread: str, start: str, limit: int, slide_ms: int) -> tuple[str, str, Sequence[object]]:
         key = self.keys.thread(thread)
         self.round_trips += 1

@@ -96,12 +96,10 @@ class ChainStore:
         thread = await self._thread(response_id)
         if thread is None:
             return None
-        status, detail, records = await self.engine.walk(thread, response_id, 1, self._slide_ms)
-        if status == "wrongtype":
-            check_walk(status, detail, response_id, 1)
-        if not records:
+        data = await self.engine.fetch(thread, response_id, self._slide_ms)
+        if data is None:
             return None
-        return decode_session(records[0], f"response {response_id!r} in {self.keys.thread(thread)!r}")
+        return decode_session(data, f"response {response_id!r} in {self.keys.thread(thread)!r}")
 
     async def resolve_chain(
         self,

@@ -1,0 +1,50 @@
+"""Shared benchmark plumbing: a private redis-server (or --url) and timing."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Awaitable, Callable, Iterator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from servers import StandaloneServer  # noqa: E402
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--url", help="a Redis to use (default: start a private redis-server on a free port)")
+    p.add_argument("--rounds", type=int, default=5, help="alternating rounds per measurement (best is kept)")
+    return p
+
+
+@contextmanager
+def redis_url(url: str | None) -> Iterator[str]:
+    if url:
+        yield url
+        return
+    server = StandaloneServer()
+    try:
+        yield server.url
+    finally:
+        server.close()
+
+
+async def ops_per_second(op: Callable[[int], Awaitable[object]], n: int) -> float:
+    start = time.perf_counter()
+    for i in range(n):
+        await op(i)
+    return n / (time.perf_counter() - start)
+
+
+async def best_of(rounds: int, pairs: dict[str, tuple[Callable[[int], Awaitable[object]], int]]) -> dict[str, float]:
+    """Run every measurement once per round, alternating, and keep each one's best,
+    so that both sides of a ratio see the same machine noise."""
+    best = {name: 0.0 for name in pairs}
+    for _ in range(rounds):
+        for name, (op, n) in pairs.items():
+            best[name] = max(best[name], await ops_per_second(op, n))
+    return best

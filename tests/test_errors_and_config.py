@@ -1,0 +1,90 @@
+"""The public contract: error codes, the config factory and what is exported."""
+
+from __future__ import annotations
+
+import pytest
+
+import redis_sessions
+from redis_sessions import (
+    ErrorCode,
+    MemoryResponseSessionStore,
+    RedisResponseSessionStore,
+    SessionConfig,
+    SessionError,
+    create_response_session_store,
+    new_response_id,
+)
+from chains import record
+
+
+def test_the_set_of_error_codes_is_pinned():
+    assert {c.value: redis_sessions.errors.HTTP_STATUS[c] for c in ErrorCode} == {
+        "session.store.conflict": 409,
+        "session.chain.not_found": 404,
+        "session.chain.cycle_detected": 422,
+        "session.chain.depth_exceeded": 422,
+        "session.chain.unavailable": 409,
+        "session.id.invalid": 400,
+        "session.record.too_large": 413,
+        "session.record.corrupt": 500,
+        "session.backend.unavailable": 503,
+        "session.input.invalid": 400,
+    }
+
+
+def test_a_session_error_carries_code_status_and_a_body():
+    err = SessionError(ErrorCode.STORE_CONFLICT, "taken")
+    assert err.code == "session.store.conflict" and err.http_status == 409
+    assert err.to_dict() == {"error": {"code": "session.store.conflict", "message": "taken", "type": "session_error"}}
+    assert str(err) == "session.store.conflict: taken"
+
+
+async def test_the_factory_builds_a_memory_store_from_config():
+    store = create_response_session_store(SessionConfig(backend="memory", max_depth=3, ttl_seconds=None))
+    assert isinstance(store, MemoryResponseSessionStore)
+    assert store.max_depth == 3 and store.ttl_seconds is None
+    rid = new_response_id()
+    await store.save(record(rid))
+    assert (await store.resolve_chain(rid)).sessions[0].id == rid
+
+
+@pytest.mark.real
+async def test_the_factory_builds_a_redis_store_that_owns_its_client(redis_server):
+    config = SessionConfig(backend="redis", url=redis_server.url, key_prefix="factory", replay_instructions=True)
+    store = create_response_session_store(config)
+    assert isinstance(store, RedisResponseSessionStore) and store.replay_instructions
+    rid = new_response_id()
+    await store.save(record(rid, instructions="sys"))
+    assert (await store.resolve_chain(rid)).input_items[0]["role"] == "system"
+    await store.close()
+    await store.close()  # closing twice is harmless
+
+
+@pytest.mark.real
+async def test_a_store_does_not_close_a_client_it_was_given(redis_server):
+    from redis.asyncio import Redis
+
+    client = Redis.from_url(redis_server.url)
+    store = RedisResponseSessionStore(client, key_prefix="given")
+    await store.close()
+    assert await client.ping() is True
+    await client.aclose()
+
+
+@pytest.mark.parametrize(
+    "values",
+    [{"backend": "redis"}, {"backend": "sqlite"}, {"ttl_seconds": 0}, {"max_depth": 0}, {"key_prefix": "a b"},
+     {"key_prefix": "{x}"}, {"unknown": 1}],
+)
+def test_bad_config_is_a_session_error(values):
+    with pytest.raises(SessionError) as err:
+        SessionConfig.parse(**values)
+    assert err.value.code is ErrorCode.INPUT_INVALID
+
+
+def test_the_public_api_is_importable_from_the_package():
+    for name in ["StoredResponseSession", "StoredResponseRequestSnapshot", "StoredResponseSnapshot",
+                 "ResponseSessionStore", "ResponseSessionSnapshot", "MemoryResponseSessionStore",
+                 "RedisResponseSessionStore", "SessionConfig", "create_response_session_store",
+                 "SessionError", "ErrorCode", "new_response_id"]:
+        assert hasattr(redis_sessions, name), name
