@@ -1,0 +1,140 @@
+"""The demo's embedded server, so ``redis-sessions demo`` runs with nothing set up.
+
+``redis-server``: the installed binary on a free local port, in a temporary
+folder, with persistence off; stopped and removed at exit. ``fake``: fakeredis's
+TCP server (the ``demo`` extra, ``fakeredis[lua]``) in a thread of this
+process; the demo's worker processes reach it over TCP like a real server.
+``auto`` picks redis-server when the binary is on PATH.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+from ..errors import ErrorCode, SessionError
+
+KINDS = ("auto", "redis-server", "fake")
+
+
+@dataclass(frozen=True)
+class Embedded:
+    url: str
+    description: str
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _ping(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def _version(binary: str) -> str:
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    for word in out.split():
+        if word.startswith("v="):
+            return word[2:]
+    return ""
+
+
+def _start_redis_server(binary: str, workdir: str) -> tuple[subprocess.Popen[bytes], int]:
+    for _ in range(5):  # the port may be taken between choosing and binding it
+        port = _free_port()
+        proc = subprocess.Popen(
+            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", workdir, "--protected-mode", "no", "--logfile", os.path.join(workdir, "redis.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while proc.poll() is None and time.monotonic() < deadline:
+            if _ping(port):
+                return proc, port
+            time.sleep(0.02)
+        _stop(proc)
+    raise SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"the embedded redis-server did not start (log in {workdir})")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextlib.contextmanager
+def redis_server() -> Iterator[Embedded]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise SessionError(ErrorCode.BACKEND_UNAVAILABLE, "redis-server is not installed (try --embedded fake)")
+    workdir = tempfile.mkdtemp(prefix="redis-sessions-demo-")
+    try:
+        proc, port = _start_redis_server(binary, workdir)
+        try:
+            version = _version(binary)
+            yield Embedded(
+                f"redis://127.0.0.1:{port}/0",
+                f"embedded redis-server {version} on 127.0.0.1:{port} (temporary, no persistence)".replace("  ", " "),
+            )
+        finally:
+            _stop(proc)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def fake_server() -> Iterator[Embedded]:
+    try:
+        from fakeredis import TcpFakeServer
+        if importlib.util.find_spec("lupa") is None:  # the save and walk scripts need Lua
+            raise ImportError("lupa")
+    except ImportError:
+        raise SessionError(
+            ErrorCode.BACKEND_UNAVAILABLE,
+            "the fake server needs fakeredis with Lua: pip install 'redis-sessions[demo]'",
+        ) from None
+    server = TcpFakeServer(("127.0.0.1", 0))
+    port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, name="fakeredis-tcp", daemon=True)
+    thread.start()
+    try:
+        yield Embedded(f"redis://127.0.0.1:{port}/0", f"embedded fakeredis TCP server on 127.0.0.1:{port} (in-process)")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@contextlib.contextmanager
+def embedded(kind: str = "auto") -> Iterator[Embedded]:
+    if kind not in KINDS:
+        raise SessionError(ErrorCode.INPUT_INVALID, f"--embedded must be one of {', '.join(KINDS)}")
+    if kind == "auto":
+        kind = "redis-server" if shutil.which("redis-server") else "fake"
+    manager = redis_server() if kind == "redis-server" else fake_server()
+    with manager as server:
+        yield server
