@@ -251,6 +251,25 @@ async def test_purge_idle(seeded: Seeded) -> None:
     assert ok_json("show", seeded.foreign, *seeded.args())["record"]["id"] == seeded.foreign  # kept: written seconds ago
 
 
+@pytest.mark.real
+async def test_purge_rechecks_idleness_when_it_deletes(redis_server: Any) -> None:
+    """A key written to between the purge's scan and its delete must be kept."""
+    from redis_sessions.cli.keyscan import pipelined
+    from redis_sessions.cli.purge import _unlink_if_idle
+
+    client = Redis.from_url(redis_server.url)
+    prefix = f"idle{uuid.uuid4().hex[:8]}"
+    await client.set(f"{prefix}:idle", 1, px=100_000)
+    await client.set(f"{prefix}:fresh", 1, px=3_600_000)  # refreshed after planning
+    await client.set(f"{prefix}:forever", 1)
+    keys = [f"{prefix}:idle", f"{prefix}:fresh", f"{prefix}:forever"]
+    done = await pipelined(client, keys, _unlink_if_idle(1_800_000), 1)
+    assert [d[0] for d in done] == [1, 0, 0]
+    assert await client.exists(*keys) == 2
+    await client.delete(*keys)
+    await client.aclose()
+
+
 # -- errors --------------------------------------------------------------------
 def test_unknown_id_is_one_line(redis_server: Any) -> None:
     args = ["--url", redis_server.url, "--prefix", f"cli{uuid.uuid4().hex[:8]}"]

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import ErrorCode, SessionError
 from ..redis_client import AnyRedis, close_client
+from ..scripts import script
 from . import output
 from .common import Target
 from .keyscan import KeyKinds, pipelined, scan_all
@@ -50,8 +51,11 @@ class Plan:
     kept_no_ttl: int = 0
     kept_active: int = 0
     other: int = 0
+    locators: set[str] = field(default_factory=set)
 
     def add(self, key: str, kind: str) -> None:
+        if kind == "locator":
+            self.locators.add(key)
         self.victims.append(key)
         self.kinds[kind] = self.kinds.get(kind, 0) + 1
 
@@ -106,6 +110,17 @@ def _unlink(pipe: Any, key: str) -> None:
     pipe.execute_command("UNLINK", key)
 
 
+def _unlink_if_idle(max_pttl_ms: int) -> Callable[[Any, str], None]:
+    """Queue lua/purge_if_idle.lua: the TTL is checked again at delete time, atomically.
+    Sent as EVAL (a few hundred bytes) so a pipeline never meets NOSCRIPT."""
+    source = script("purge_if_idle").source
+
+    def queue(pipe: Any, key: str) -> None:
+        pipe.execute_command("EVAL", source, 1, key, max_pttl_ms)
+
+    return queue
+
+
 def _confirm(plan: Plan, target: Target) -> bool:
     summary = ", ".join(f"{n} {kind}" for kind, n in sorted(plan.kinds.items()))
     prompt = f"delete {len(plan.victims)} keys ({summary}) of prefix {target.prefix!r} at {target.url}? [y/N] "
@@ -131,7 +146,13 @@ async def purge(target: Target, idle_seconds: float | None, ttl_seconds: int, ye
         if plan.victims and not yes and not _confirm(plan, target):
             raise SessionError(ErrorCode.INPUT_INVALID, "purge cancelled; nothing was deleted")
         with output.Progress("deleting", len(plan.victims), enabled=progress) as bar:
-            done = await pipelined(client, plan.victims, _unlink, 1, bar.advance, "UNLINK")
+            if idle_ms is None:
+                done = await pipelined(client, plan.victims, _unlink, 1, bar.advance, "UNLINK")
+            else:
+                data = [k for k in plan.victims if k not in plan.locators]
+                done = await pipelined(client, data, _unlink_if_idle(ttl_seconds * 1000 - idle_ms), 1,
+                                       bar.advance, "purge_if_idle")
+                done += await pipelined(client, sorted(plan.locators), _unlink, 1, bar.advance, "UNLINK")
     finally:
         await close_client(client)
     deleted = sum(r[0] for r in done if isinstance(r[0], int))
