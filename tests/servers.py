@@ -14,6 +14,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from redis_sessions.cli.embedded import launch_redis_server, stop_process
+
 REDIS_SERVER = shutil.which("redis-server")
 REDIS_CLI = shutil.which("redis-cli")
 
@@ -34,15 +36,6 @@ def free_port() -> int:
         return port
 
 
-def _ping(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2) as s:
-            s.sendall(b"PING\r\n")
-            return s.recv(64).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
 @dataclass
 class RedisProcess:
     port: int
@@ -52,26 +45,13 @@ class RedisProcess:
 
     def start(self) -> None:
         assert REDIS_SERVER, "redis-server is not installed"
-        args = [
-            REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "no", "--dir", self.workdir, "--protected-mode", "no",
-            "--logfile", os.path.join(self.workdir, f"redis-{self.port}.log"), *self.extra,
-        ]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while not _ping(self.port):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server on port {self.port} did not start")
-            time.sleep(0.02)
+        self.proc = launch_redis_server(REDIS_SERVER, self.port, self.workdir, self.extra)
+        if self.proc is None:
+            raise RuntimeError(f"redis-server on port {self.port} did not start")
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            stop_process(self.proc)
 
     def restart(self) -> None:
         self.stop()

@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from ..errors import ErrorCode, SessionError
 
@@ -39,7 +39,7 @@ def _free_port() -> int:
         return port
 
 
-def _ping(port: int) -> bool:
+def ping(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.2) as s:
             s.sendall(b"PING\r\n")
@@ -59,24 +59,34 @@ def _version(binary: str) -> str:
     return ""
 
 
+def launch_redis_server(binary: str, port: int, workdir: str, extra: Sequence[str] = ()) -> subprocess.Popen[bytes] | None:
+    """Start ``redis-server`` on ``port`` without persistence and wait until it answers
+    PING; None if it exited or did not answer within 10 s. (The tests start theirs,
+    cluster nodes included, with this too.)"""
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", workdir, "--protected-mode", "no", "--logfile", os.path.join(workdir, f"redis-{port}.log"), *extra],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while proc.poll() is None and time.monotonic() < deadline:
+        if ping(port):
+            return proc
+        time.sleep(0.02)
+    stop_process(proc)
+    return None
+
+
 def _start_redis_server(binary: str, workdir: str) -> tuple[subprocess.Popen[bytes], int]:
     for _ in range(5):  # the port may be taken between choosing and binding it
         port = _free_port()
-        proc = subprocess.Popen(
-            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", workdir, "--protected-mode", "no", "--logfile", os.path.join(workdir, "redis.log")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while proc.poll() is None and time.monotonic() < deadline:
-            if _ping(port):
-                return proc, port
-            time.sleep(0.02)
-        _stop(proc)
+        proc = launch_redis_server(binary, port, workdir)
+        if proc is not None:
+            return proc, port
     raise SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"the embedded redis-server did not start (log in {workdir})")
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.terminate()
         try:
@@ -101,7 +111,7 @@ def redis_server() -> Iterator[Embedded]:
                 f"embedded redis-server {version} on 127.0.0.1:{port} (temporary, no persistence)".replace("  ", " "),
             )
         finally:
-            _stop(proc)
+            stop_process(proc)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
