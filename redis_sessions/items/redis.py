@@ -1,0 +1,156 @@
+"""Item sessions in Redis: every primitive is one ``lua/items_*.lua`` script call.
+
+Both keys of a session share the hash tag ``{s:<session id>}`` (see
+:mod:`redis_sessions.keys`), so each script touches one cluster slot and runs
+atomically on a standalone server and on Redis Cluster alike. ``fork`` is the
+one operation that spans two sessions, hence two slots; see
+:meth:`ItemSession.fork` for what it guarantees.
+
+The client must return bytes (the default; not ``decode_responses=True``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
+
+import msgspec
+
+from ..errors import ErrorCode, SessionError
+from ..keys import DEFAULT_PREFIX
+from ..redis_client import AnyRedis, close_client, from_url, translate_errors
+from ..scripts import LuaScript, script
+from .base import MAX_ITEM_BYTES, ItemSession, RawSnapshot, Snapshot, new_epoch
+
+if TYPE_CHECKING:
+    from agents.memory import SessionSettings
+
+_ADD = script("items_add")
+_GET = script("items_get")
+_POP = script("items_pop")
+_CLEAR = script("items_clear")
+_READ = script("items_read")
+_FORK = script("items_fork")
+_COMPACT = script("items_compact")
+
+# items_get replies with one msgpack array of bin values (see the script).
+_FRAMES = msgspec.msgpack.Decoder(list[bytes])
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+class RedisSession(ItemSession):
+    """An Agents SDK session stored in Redis or Redis Cluster.
+
+    ``client`` is a redis-py asyncio ``Redis`` or ``RedisCluster``; the
+    session never closes a client it was given. ``from_url`` builds (and
+    ``close`` then closes) its own.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        client: AnyRedis,
+        key_prefix: str = DEFAULT_PREFIX,
+        ttl_seconds: Optional[float] = None,
+        session_settings: Union["SessionSettings", dict[str, Any], None] = None,
+        sliding_ttl: bool = False,
+        max_item_bytes: int = MAX_ITEM_BYTES,
+    ) -> None:
+        super().__init__(
+            session_id,
+            key_prefix=key_prefix,
+            ttl_seconds=ttl_seconds,
+            session_settings=session_settings,
+            sliding_ttl=sliding_ttl,
+            max_item_bytes=max_item_bytes,
+        )
+        self.client = client
+        self._owns_client = False
+        self._keys = (self._items_key, self._meta_key)
+        self._where = f"item session {session_id!r}"
+        self._pop_args = [self._ttl_ms] if self._ttl_ms else []
+
+    @classmethod
+    def from_url(
+        cls,
+        session_id: str,
+        *,
+        url: str,
+        key_prefix: str = DEFAULT_PREFIX,
+        ttl_seconds: Optional[float] = None,
+        session_settings: Union["SessionSettings", dict[str, Any], None] = None,
+        sliding_ttl: bool = False,
+        max_item_bytes: int = MAX_ITEM_BYTES,
+    ) -> RedisSession:
+        """A session with its own client (a cluster client for ``redis+cluster://``); no I/O."""
+        # from_url does no I/O, so if the session is refused there is no connection to leak.
+        session = cls(
+            session_id,
+            client=from_url(url),
+            key_prefix=key_prefix,
+            ttl_seconds=ttl_seconds,
+            session_settings=session_settings,
+            sliding_ttl=sliding_ttl,
+            max_item_bytes=max_item_bytes,
+        )
+        session._owns_client = True
+        return session
+
+    async def close(self) -> None:
+        """Close the client if this session created it (``from_url``); otherwise do nothing."""
+        if self._owns_client:
+            self._owns_client = False
+            await close_client(self.client)
+
+    def _spawn(self, session_id: str) -> RedisSession:
+        return RedisSession(
+            session_id,
+            client=self.client,
+            key_prefix=self.key_prefix,
+            ttl_seconds=self.ttl_seconds,
+            session_settings=self.session_settings,
+            sliding_ttl=self.sliding_ttl,
+            max_item_bytes=self.max_item_bytes,
+        )
+
+    async def _call(self, lua: LuaScript, args: Sequence[Any]) -> Any:
+        try:
+            return await lua(self.client, self._keys, args)
+        except Exception:
+            # Only the failure path pays for the context manager.
+            async with translate_errors(self._where):
+                raise
+
+    async def _eng_add(self, entries: list[bytes]) -> None:
+        await self._call(_ADD, [self._ttl_ms, new_epoch(), *entries])
+
+    async def _eng_tail(self, want: Optional[int]) -> list[bytes]:
+        args = [-1 if want is None else want]
+        if self._slide_ms:
+            args.append(self._slide_ms)
+        blob = await self._call(_GET, args)
+        try:
+            return _FRAMES.decode(blob)
+        except (msgspec.DecodeError, TypeError) as exc:
+            raise SessionError(ErrorCode.RECORD_CORRUPT, f"{self._where}: unreadable reply from items_get: {exc}") from None
+
+    async def _eng_pop(self) -> Optional[bytes]:
+        result: Optional[bytes] = await self._call(_POP, self._pop_args)
+        return result
+
+    async def _eng_clear(self) -> None:
+        await self._call(_CLEAR, [])
+
+    async def _eng_read(self) -> RawSnapshot:
+        reply = await self._call(_READ, [self._slide_ms])
+        return RawSnapshot(entries=reply[3:], version=int(reply[0]), epoch=_text(reply[1]), rewrites=int(reply[2]))
+
+    async def _eng_create(self, entries: list[bytes], source_id: str, source_version: int) -> bool:
+        return bool(await self._call(_FORK, [self._ttl_ms, new_epoch(), source_id, source_version, *entries]))
+
+    async def _eng_replace_prefix(self, snapshot: Snapshot, entries: list[bytes]) -> bool:
+        args = [self._ttl_ms, snapshot.epoch, snapshot.rewrites, snapshot.count, *entries]
+        return bool(await self._call(_COMPACT, args))
