@@ -8,7 +8,9 @@ With the default prefix ``rs``::
     rs:loc:<response id>        string thread tag of a response whose id was minted
                                        elsewhere (ids minted here carry it)
     rs:{s:<session id>}:items   list   an item session's items, msgpack, oldest first
-    rs:{s:<session id>}:meta    hash   an item session's metadata (version, created_at, ...)
+    rs:{s:<session id>}:meta    hash   an item session's metadata: v (version, bumped by every
+                                       change), e (epoch, new per creation), g (bumped by every
+                                       change but an append), forked_from, forked_at
 
 Why a thread is one hash: a response and all its ancestors live under one key,
 so the save script (parent check + write) and the chain walk touch a single key

@@ -124,6 +124,29 @@ async def real_backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]
         yield b
 
 
+@pytest.fixture(params=backend_params(["memory", "fakeredis"]))
+async def clocked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Backend]:
+    """A backend whose expiry follows ``backend.clock``, started at the real time.
+
+    fakeredis reads ``time.time()`` through its own modules when it sets and
+    checks expiry; pointing those at the FakeClock is the one place the tests
+    reach into fakeredis internals.
+    """
+    import time
+    import types
+
+    import fakeredis._helpers
+    import fakeredis._socket._base
+
+    async for b in make_backend(request.param, request):
+        b.clock.now = time.time()
+        if b.name == "fakeredis":
+            fake_time = types.SimpleNamespace(time=b.clock, sleep=time.sleep, monotonic=time.monotonic)
+            monkeypatch.setattr(fakeredis._helpers, "time", fake_time)
+            monkeypatch.setattr(fakeredis._socket._base, "time", fake_time)
+        yield b
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Under CI a skipped test is a failure: the real-Redis tests must run."""
     if not IN_CI:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import types
 from typing import Any, AsyncIterator, Optional
 
 import pytest
 from agents.memory import OpenAIResponsesCompactionAwareSession, Session, SessionSettings
 
-from conftest import Backend, backend_params, make_backend
+from conftest import Backend
 from redis_sessions.errors import ErrorCode, SessionError
 from redis_sessions.items import CompactionSession, ItemSession, MemorySession, RedisSession
 from redis_sessions.items.memory import DEFAULT_STORE
@@ -251,17 +250,6 @@ async def test_invalid_settings_are_refused(backend: Backend) -> None:
 
 
 # -- TTL ---------------------------------------------------------------------------
-@pytest.fixture(params=backend_params(["memory", "fakeredis"]))
-async def clocked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Backend]:
-    """A backend whose expiry follows ``backend.clock`` (fakeredis reads time.time per command)."""
-    async for b in make_backend(request.param, request):
-        if b.name == "fakeredis":
-            import fakeredis._socket._base as fake_base
-
-            monkeypatch.setattr(fake_base, "time", types.SimpleNamespace(time=b.clock))
-        yield b
-
-
 async def test_ttl_expires_the_whole_session(clocked: Backend) -> None:
     s = make(clocked, ttl_seconds=10)
     await s.add_items(msgs(2))

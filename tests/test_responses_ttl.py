@@ -4,30 +4,12 @@ fakeredis on a fake clock, the real servers once with a real short TTL."""
 from __future__ import annotations
 
 import asyncio
-import time
-import types
 
-import fakeredis
 import pytest
 
 from chains import all_keys, build_chain, make_store, record
-from conftest import backend_params
 from redis_sessions import new_response_id
 from redis_sessions.ids import thread_of
-
-
-@pytest.fixture(params=backend_params(["memory", "fakeredis"]))
-async def clocked(request, monkeypatch):
-    """A backend whose notion of time is the test's FakeClock."""
-    from conftest import make_backend
-
-    async for b in make_backend(request.param, request):
-        b.clock.now = time.time()
-        if b.name == "fakeredis":
-            fake_time = types.SimpleNamespace(time=b.clock, sleep=time.sleep, monotonic=time.monotonic)
-            monkeypatch.setattr(fakeredis._helpers, "time", fake_time)
-            monkeypatch.setattr(fakeredis._socket._base, "time", fake_time)
-        yield b
 
 
 async def test_a_descendant_keeps_its_whole_chain_alive(clocked):
