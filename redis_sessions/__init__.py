@@ -1,8 +1,9 @@
 """redis_sessions: conversation state for LLM agents and Responses-API gateways in Redis."""
 
-from .config import SessionConfig, create_response_session_store
+from .config import SessionConfig, create_item_session, create_response_session_store
 from .errors import ErrorCode, SessionError
 from .ids import new_response_id, validate_id
+from .items import CompactionSession, MemorySession, RedisSession
 from .models import (
     ResponseSessionSnapshot,
     StoredResponseRequestSnapshot,
@@ -17,6 +18,10 @@ from .responses import (
 )
 
 __all__ = [
+    "CompactionSession",
+    "MemorySession",
+    "RedisSession",
+    "create_item_session",
     "UNSET",
     "ErrorCode",
     "MemoryResponseSessionStore",

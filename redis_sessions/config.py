@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from .errors import ErrorCode, SessionError
 from .ids import validate_id
+from .items import ItemSession, MemorySession, RedisSession
 from .keys import DEFAULT_PREFIX
 from .responses.store import (
     DEFAULT_MAX_DEPTH,
@@ -71,3 +72,15 @@ def create_response_session_store(config: SessionConfig) -> ChainStore:
         return MemoryResponseSessionStore(**options)  # type: ignore[arg-type]
     assert config.url is not None
     return RedisResponseSessionStore.from_url(config.url, cluster=config.cluster, **options)
+
+
+def create_item_session(config: SessionConfig, session_id: str) -> ItemSession:
+    """An Agents SDK session for ``session_id`` with the config's backend, prefix and TTL.
+
+    A Redis session built here owns its client: ``await session.close()`` when done.
+    """
+    options = dict(key_prefix=config.key_prefix, ttl_seconds=config.ttl_seconds, sliding_ttl=config.sliding_ttl)
+    if config.backend == "memory":
+        return MemorySession(session_id, **options)  # type: ignore[arg-type]
+    assert config.url is not None
+    return RedisSession.from_url(session_id, url=config.url, cluster=config.cluster, **options)  # type: ignore[arg-type]

@@ -88,3 +88,19 @@ def test_the_public_api_is_importable_from_the_package():
                  "RedisResponseSessionStore", "SessionConfig", "create_response_session_store",
                  "SessionError", "ErrorCode", "new_response_id"]:
         assert hasattr(redis_sessions, name), name
+
+
+@pytest.mark.real
+async def test_the_factory_builds_item_sessions_from_the_same_config(redis_server):
+    from redis_sessions import MemorySession, RedisSession, create_item_session
+
+    memory = create_item_session(SessionConfig(), "chat-1")
+    assert isinstance(memory, MemorySession)
+    config = SessionConfig(backend="redis", url=redis_server.url, key_prefix="itemfactory", ttl_seconds=60)
+    session = create_item_session(config, "chat-1")
+    assert isinstance(session, RedisSession) and session.ttl_seconds == 60
+    await session.add_items([{"role": "user", "content": "hi"}])
+    assert await session.get_items() == [{"role": "user", "content": "hi"}]
+    assert 0 < await session.client.pttl(session._items_key) <= 60_000
+    await session.clear_session()
+    await session.close()

@@ -79,17 +79,19 @@ class RedisSession(ItemSession):
         session_id: str,
         *,
         url: str,
+        cluster: Optional[bool] = None,
         key_prefix: str = DEFAULT_PREFIX,
         ttl_seconds: Optional[float] = None,
         session_settings: Union["SessionSettings", dict[str, Any], None] = None,
         sliding_ttl: bool = False,
         max_item_bytes: int = MAX_ITEM_BYTES,
     ) -> RedisSession:
-        """A session with its own client (a cluster client for ``redis+cluster://``); no I/O."""
+        """A session with its own client (a cluster client for ``redis+cluster://`` or
+        ``cluster=True``); no I/O."""
         # from_url does no I/O, so if the session is refused there is no connection to leak.
         session = cls(
             session_id,
-            client=from_url(url),
+            client=from_url(url, cluster=cluster),
             key_prefix=key_prefix,
             ttl_seconds=ttl_seconds,
             session_settings=session_settings,
