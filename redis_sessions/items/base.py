@@ -186,6 +186,11 @@ class ItemSession(ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.session_id!r}, key_prefix={self.key_prefix!r})"
 
+    def _options(self) -> dict[str, Any]:
+        """The settings a fork inherits."""
+        return dict(key_prefix=self.key_prefix, ttl_seconds=self.ttl_seconds, session_settings=self.session_settings,
+                    sliding_ttl=self.sliding_ttl, max_item_bytes=self.max_item_bytes)
+
     # -- the Session protocol ----------------------------------------------
     async def get_items(self, limit: Optional[int] = None) -> list["TResponseInputItem"]:
         """The newest ``limit`` valid items (session settings' limit if None), oldest first.

@@ -205,16 +205,7 @@ class MemorySession(ItemSession):
         self.store = store if store is not None else DEFAULT_STORE
 
     def _spawn(self, session_id: str) -> MemorySession:
-        return MemorySession(
-            session_id,
-            key_prefix=self.key_prefix,
-            ttl_seconds=self.ttl_seconds,
-            session_settings=self.session_settings,
-            sliding_ttl=self.sliding_ttl,
-            max_item_bytes=self.max_item_bytes,
-            clock=self.clock,
-            store=self.store,
-        )
+        return MemorySession(session_id, clock=self.clock, store=self.store, **self._options())
 
     async def close(self) -> None:
         """Nothing to release; here so both backends can be used the same way."""

@@ -108,15 +108,7 @@ class RedisSession(ItemSession):
             await close_client(self.client)
 
     def _spawn(self, session_id: str) -> RedisSession:
-        return RedisSession(
-            session_id,
-            client=self.client,
-            key_prefix=self.key_prefix,
-            ttl_seconds=self.ttl_seconds,
-            session_settings=self.session_settings,
-            sliding_ttl=self.sliding_ttl,
-            max_item_bytes=self.max_item_bytes,
-        )
+        return RedisSession(session_id, client=self.client, **self._options())
 
     async def _call(self, lua: LuaScript, args: Sequence[Any]) -> Any:
         try:
