@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Optional
+from typing import Any, Optional
 
 import pytest
 from agents.memory import OpenAIResponsesCompactionAwareSession, Session, SessionSettings
