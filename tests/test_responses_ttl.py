@@ -74,3 +74,13 @@ async def test_records_expire_for_real(real_backend, sliding):
     await asyncio.sleep(1.3)
     assert await store.get(ids[0]) is None and await store.get("ext-real") is None
     assert await all_keys(real_backend, store) == {}
+
+
+async def test_continuing_a_foreign_parent_keeps_it_readable_by_id(clocked):
+    store = make_store(clocked, ttl_seconds=100)
+    await store.save(record("ext-a"))
+    clocked.clock.advance(80)
+    await store.save(record("ext-b", "ext-a"))
+    clocked.clock.advance(80)  # ext-a's own save is 160 s old; its child's is 80 s
+    assert (await store.get("ext-a")).id == "ext-a"
+    assert [s.id for s in (await store.resolve_chain("ext-b")).sessions] == ["ext-a", "ext-b"]

@@ -185,7 +185,9 @@ class ChainStore:
             return own
         if parent is None:
             return foreign_root_thread(response_id)
-        thread = parent_thread or await self.engine.locate(parent, 0)
+        # Continuing a foreign parent refreshes its locator, so it stays readable by id
+        # as long as its conversation goes on.
+        thread = parent_thread or await self.engine.locate(parent, self._ttl_ms)
         if thread is None:
             raise SessionError(ErrorCode.CHAIN_NOT_FOUND, f"previous_response_id {parent!r} was not found")
         return thread
