@@ -319,3 +319,15 @@ async def test_ttl_default_and_none(backend):
         assert forever.engine.threads[thread_of(rid)].expires_at is None
     with pytest.raises(SessionError):
         make_store(backend, ttl_seconds=0)
+
+
+async def test_a_record_with_wrong_field_types_is_refused_before_it_is_stored(backend):
+    """msgspec does not check types when a Struct is built; the store must, or the
+    record would be written and then fail to read back."""
+    store = make_store(backend)
+    rid = new_response_id()
+    bad = msgspec.structs.replace(record(rid), created_at=1.5, status=None)
+    with pytest.raises(SessionError) as err:
+        await store.save(bad)
+    assert err.value.code is ErrorCode.INPUT_INVALID and "created_at" in err.value.message
+    assert await all_keys(backend, store) == {}
