@@ -49,6 +49,11 @@ def from_url(url: str, *, cluster: bool | None = None) -> AnyRedis:
         raise SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"bad Redis URL: {exc}") from None
 
 
+def as_text(value: object) -> str:
+    """A reply as text: bytes are decoded (undecodable bytes kept as surrogates)."""
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+
 async def close_client(client: AnyRedis) -> None:
     await client.aclose()
 

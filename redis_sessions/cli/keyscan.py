@@ -16,7 +16,7 @@ from typing import Any, AsyncIterator, Callable, Sequence
 from redis.asyncio.cluster import RedisCluster
 
 from ..keys import KeySpace
-from ..redis_client import AnyRedis, translate_errors
+from ..redis_client import AnyRedis, as_text, translate_errors
 
 SCAN_COUNT = 500
 BATCH = 500
@@ -73,10 +73,6 @@ async def primaries(client: AnyRedis) -> list[Any]:
     return [None]
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
-
-
 async def scan(client: AnyRedis, match: str, node: Any) -> AsyncIterator[list[str]]:
     """Batches of keys matching ``match`` on one node (SCAN ... COUNT 500)."""
     cursor = 0
@@ -90,7 +86,7 @@ async def scan(client: AnyRedis, match: str, node: Any) -> AsyncIterator[list[st
                 cursors: Any
                 cursors, keys = await client.scan(cursor=cursor, match=match, count=SCAN_COUNT, target_nodes=node)
                 cursor = next(iter(cursors.values()))
-        yield [_text(k) for k in keys]
+        yield [as_text(k) for k in keys]
         if int(cursor) == 0:
             return
 

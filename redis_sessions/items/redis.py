@@ -18,7 +18,7 @@ from redis.utils import HIREDIS_AVAILABLE
 
 from ..errors import ErrorCode, SessionError
 from ..keys import DEFAULT_PREFIX
-from ..redis_client import AnyRedis, close_client, from_url, translate_errors
+from ..redis_client import AnyRedis, as_text, close_client, from_url, translate_errors
 from ..scripts import LuaScript, script
 from .base import MAX_ITEM_BYTES, ItemSession, RawSnapshot, Snapshot, new_epoch
 
@@ -43,10 +43,6 @@ _MAP_STARTS = frozenset(bytes([b]) for b in (*range(0x80, 0x90), 0xDE, 0xDF))
 
 # items_get replies with one msgpack array of bin values (see the script).
 _FRAMES = msgspec.msgpack.Decoder(list[bytes])
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
 class RedisSession(ItemSession):
@@ -160,7 +156,7 @@ class RedisSession(ItemSession):
 
     async def _eng_read(self) -> RawSnapshot:
         reply = await self._call(_READ, [self._slide_ms])
-        return RawSnapshot(entries=reply[3:], version=int(reply[0]), epoch=_text(reply[1]), rewrites=int(reply[2]))
+        return RawSnapshot(entries=reply[3:], version=int(reply[0]), epoch=as_text(reply[1]), rewrites=int(reply[2]))
 
     async def _eng_create(self, entries: list[bytes], source_id: str, source_version: int) -> bool:
         return bool(await self._call(_FORK, [self._ttl_ms, new_epoch(), source_id, source_version, *entries]))

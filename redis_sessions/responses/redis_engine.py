@@ -7,17 +7,17 @@ commands that redis-py routes by key.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 from ..errors import ErrorCode, SessionError
 from ..keys import KeySpace
-from ..redis_client import AnyRedis, translate_errors
+from ..redis_client import AnyRedis, as_text, translate_errors
 from ..scripts import script
 from .protocol import SaveRequest
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+def _wrong_type(key: str, kind: str) -> SessionError:
+    return SessionError(ErrorCode.RECORD_CORRUPT, f"thread {key!r} holds a Redis {kind}")
 
 
 class RedisChainEngine:
@@ -37,7 +37,7 @@ class RedisChainEngine:
                 value = await self.client.getex(key, px=slide_ms)
             else:
                 value = await self.client.get(key)
-        return None if value is None else _text(value)
+        return None if value is None else as_text(value)
 
     async def point(self, response_id: str, thread: str, ttl_ms: int) -> str | None:
         key = self.keys.locator(response_id)
@@ -45,7 +45,7 @@ class RedisChainEngine:
         async with translate_errors(f"locator {key!r}"):
             # SET NX GET: set if free, and tell what was there, in one command.
             old = await self.client.set(key, thread, nx=True, get=True, px=ttl_ms or None)
-        return None if old is None else _text(old)
+        return None if old is None else as_text(old)
 
     async def unpoint(self, response_id: str) -> None:
         key = self.keys.locator(response_id)
@@ -60,13 +60,13 @@ class RedisChainEngine:
         self.round_trips += 1
         async with translate_errors(f"thread {key!r}"):
             result = await self._save(self.client, [key], args)
-        return _text(result[0]), _text(result[1])
+        return as_text(result[0]), as_text(result[1])
 
     async def fetch(self, thread: str, response_id: str, slide_ms: int) -> object | None:
         if slide_ms > 0:
             status, detail, records = await self.walk(thread, response_id, 1, slide_ms)
             if status == "wrongtype":
-                raise SessionError(ErrorCode.RECORD_CORRUPT, f"thread {self.keys.thread(thread)!r} holds a Redis {detail}")
+                raise _wrong_type(self.keys.thread(thread), detail)
             return records[0] if records else None
         key = self.keys.thread(thread)
         self.round_trips += 1
@@ -78,7 +78,7 @@ class RedisChainEngine:
         self.round_trips += 1
         async with translate_errors(f"thread {key!r}"):
             result = await self._walk(self.client, [key], [start, limit, slide_ms])
-        return _text(result[0]), _text(result[1]), result[2:]
+        return as_text(result[0]), as_text(result[1]), result[2:]
 
     async def delete(self, thread: str, response_id: str) -> bool:
         key = self.keys.thread(thread)
@@ -86,7 +86,7 @@ class RedisChainEngine:
         async with translate_errors(f"thread {key!r}"):
             result = await self._delete(self.client, [key], [response_id])
         if isinstance(result, list):
-            raise SessionError(ErrorCode.RECORD_CORRUPT, f"thread {key!r} holds a Redis {_text(result[1])}")
+            raise _wrong_type(key, as_text(result[1]))
         return bool(result)
 
     async def close(self) -> None:
