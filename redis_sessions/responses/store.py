@@ -158,15 +158,15 @@ class ChainStore:
         if expect and expected_previous_response_id is not None:
             validate_id(expected_previous_response_id, "expected_previous_response_id")
         blob = encode(session)
-        try:  # msgspec does not type-check on construction: never store what would not read back
-            decode_session(blob, f"response {response_id!r}")
-        except SessionError as exc:
-            raise SessionError(ErrorCode.INPUT_INVALID, exc.message.replace("does not decode", "is not a valid record")) from None
         if len(blob) > self.max_record_bytes:
             raise SessionError(
                 ErrorCode.RECORD_TOO_LARGE,
                 f"response {response_id!r} encodes to {len(blob)} bytes; the limit is {self.max_record_bytes}",
             )
+        try:  # msgspec does not type-check on construction: never store what would not read back
+            decode_session(blob, f"response {response_id!r}")
+        except SessionError as exc:
+            raise SessionError(ErrorCode.INPUT_INVALID, exc.message.replace("does not decode", "is not a valid record")) from None
         thread = await self._thread_for_save(response_id, parent)
         request = SaveRequest(response_id, parent or "", expect, str(expected_previous_response_id or ""),
                               overwrite, blob, self._ttl_ms, OVERWRITE_CYCLE_WALK_LIMIT)
