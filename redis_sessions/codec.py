@@ -25,6 +25,8 @@ def encode(value: Any) -> bytes:
         return _encoder.encode(value)
     except (TypeError, ValueError, OverflowError) as exc:
         raise SessionError(ErrorCode.INPUT_INVALID, f"value cannot be encoded: {exc}") from None
+    except RecursionError:
+        raise SessionError(ErrorCode.INPUT_INVALID, "value nests too deeply to be encoded") from None
 
 
 def _decode(decoder: msgspec.msgpack.Decoder[T], data: object, where: str) -> T:
@@ -36,6 +38,8 @@ def _decode(decoder: msgspec.msgpack.Decoder[T], data: object, where: str) -> T:
         return decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise SessionError(ErrorCode.RECORD_CORRUPT, f"{where} does not decode: {exc}") from None
+    except RecursionError:
+        raise SessionError(ErrorCode.RECORD_CORRUPT, f"{where} nests too deeply to decode") from None
 
 
 def decode_session(data: object, where: str) -> StoredResponseSession:

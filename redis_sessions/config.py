@@ -3,7 +3,7 @@ and the factory that turns it into a store."""
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -11,6 +11,7 @@ from .errors import ErrorCode, SessionError
 from .ids import validate_id
 from .items import ItemSession, MemorySession, RedisSession
 from .keys import DEFAULT_PREFIX
+from .redis_client import DEFAULT_TIMEOUT
 from .responses.store import (
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_RECORD_BYTES,
@@ -39,6 +40,10 @@ class SessionConfig(BaseModel):
     max_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=1)
     max_record_bytes: int = Field(default=DEFAULT_MAX_RECORD_BYTES, ge=1024)
     replay_instructions: bool = False
+    timeout_seconds: Optional[float] = Field(default=DEFAULT_TIMEOUT, gt=0, allow_inf_nan=False)
+    """Seconds one call may take in total, redis-py's retries included (None: no budget)."""
+    redis_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Passed to redis-py's client: ``ssl_ca_certs``, ``username``, ``max_connections``, ..."""
 
     @model_validator(mode="after")
     def _check(self) -> "SessionConfig":
@@ -71,7 +76,8 @@ def create_response_session_store(config: SessionConfig) -> ChainStore:
     if config.backend == "memory":
         return MemoryResponseSessionStore(**options)  # type: ignore[arg-type]
     assert config.url is not None
-    return RedisResponseSessionStore.from_url(config.url, cluster=config.cluster, **options)
+    return RedisResponseSessionStore.from_url(config.url, cluster=config.cluster, timeout=config.timeout_seconds,
+                                              redis_kwargs=config.redis_kwargs, **options)
 
 
 def create_item_session(config: SessionConfig, session_id: str) -> ItemSession:
@@ -79,8 +85,10 @@ def create_item_session(config: SessionConfig, session_id: str) -> ItemSession:
 
     A Redis session built here owns its client: ``await session.close()`` when done.
     """
-    options = dict(key_prefix=config.key_prefix, ttl_seconds=config.ttl_seconds, sliding_ttl=config.sliding_ttl)
+    options: dict[str, Any] = dict(key_prefix=config.key_prefix, ttl_seconds=config.ttl_seconds,
+                                   sliding_ttl=config.sliding_ttl)
     if config.backend == "memory":
-        return MemorySession(session_id, **options)  # type: ignore[arg-type]
+        return MemorySession(session_id, **options)
     assert config.url is not None
-    return RedisSession.from_url(session_id, url=config.url, cluster=config.cluster, **options)  # type: ignore[arg-type]
+    return RedisSession.from_url(session_id, url=config.url, cluster=config.cluster,
+                                 timeout=config.timeout_seconds, redis_kwargs=config.redis_kwargs, **options)

@@ -20,6 +20,11 @@ class ErrorCode(str, Enum):
     RECORD_TOO_LARGE = "session.record.too_large"
     RECORD_CORRUPT = "session.record.corrupt"
     BACKEND_UNAVAILABLE = "session.backend.unavailable"
+    BACKEND_TIMEOUT = "session.backend.timeout"
+    BACKEND_FULL = "session.backend.full"
+    BACKEND_DENIED = "session.backend.denied"
+    BACKEND_ERROR = "session.backend.error"
+    CLIENT_WRONG_LOOP = "session.client.wrong_loop"
     INPUT_INVALID = "session.input.invalid"
 
     def __str__(self) -> str:
@@ -35,7 +40,12 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.ID_INVALID: 400,
     ErrorCode.RECORD_TOO_LARGE: 413,
     ErrorCode.RECORD_CORRUPT: 500,
-    ErrorCode.BACKEND_UNAVAILABLE: 503,
+    ErrorCode.BACKEND_UNAVAILABLE: 503,  # down, unreachable, restarting, failing over: try again
+    ErrorCode.BACKEND_TIMEOUT: 503,  # no answer within the call's budget: the write may or may not have run
+    ErrorCode.BACKEND_FULL: 507,  # maxmemory reached under noeviction: not an outage, retrying will not help
+    ErrorCode.BACKEND_DENIED: 500,  # NOAUTH / WRONGPASS / NOPERM: the gateway's credentials or ACL are wrong
+    ErrorCode.BACKEND_ERROR: 500,  # Redis answered with an error this package does not expect
+    ErrorCode.CLIENT_WRONG_LOOP: 500,  # a caller's client used from another event loop than its own
     ErrorCode.INPUT_INVALID: 400,
 }
 

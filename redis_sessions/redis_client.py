@@ -1,14 +1,32 @@
-"""The edge between this package and redis-py: clients from URLs, and errors.
+"""The edge between this package and redis-py: clients, time budgets and errors.
 
-``from_url`` builds a standalone or cluster asyncio client with redis-py's own
-retry (exponential backoff on connection errors and timeouts), so the package
-never hand-writes reconnect logic. ``translate_errors`` is the only place a
-redis-py exception becomes a :class:`SessionError`.
+``RedisLink`` is how a store or a session reaches Redis:
+
+- It hands out the client for the *running* event loop. A link that built its
+  own client (from a URL) builds one per event loop, so a sync application
+  that calls ``asyncio.run`` per request, or the Agents SDK's ``run_sync``,
+  just works. A link given a caller's client checks that it is used from the
+  loop it was first used on and otherwise raises ``session.client.wrong_loop``
+  (redis-py connections belong to one loop; reusing them elsewhere fails with
+  ``Event loop is closed`` or hangs).
+- ``from_url`` builds clients with redis-py's own retry on connection errors
+  and timeouts (the package writes no reconnect logic), socket timeouts
+  derived from the call budget, and any other redis-py option the caller
+  passes in ``redis_kwargs``. Every write this package sends is idempotent, so
+  redis-py re-sending a command whose reply was lost has no second effect.
+- ``translate`` is the only place a redis-py exception becomes a
+  :class:`SessionError`; :func:`bounded` puts the whole public call (retries
+  included) under the budget.
 """
 
 from __future__ import annotations
 
-from typing import Union
+import asyncio
+import functools
+import math
+import sys
+import weakref
+from typing import Any, Awaitable, Callable, Mapping, TypeVar, Union
 from urllib.parse import parse_qs, urlsplit
 
 from redis import exceptions as rx
@@ -20,6 +38,26 @@ from redis.backoff import ExponentialBackoff
 from .errors import ErrorCode, SessionError
 
 AnyRedis = Union["Redis", "RedisCluster"]
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT = 5.0
+"""Seconds one public call may take in total, redis-py's retries included."""
+RETRIES = 3
+"""redis-py retries a command this many times on a connection error or timeout."""
+
+if sys.version_info >= (3, 11):
+    _deadline = asyncio.timeout
+else:  # pragma: no cover - Python 3.10
+    from async_timeout import timeout as _deadline  # type: ignore[import-not-found,no-redef,unused-ignore]
+
+
+def check_timeout(value: object, what: str = "timeout") -> float | None:
+    """A positive, finite number of seconds, or None (no budget)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise SessionError(ErrorCode.INPUT_INVALID, f"{what} must be a positive number of seconds or None, got {value!r}")
+    return float(value)
 
 
 def is_cluster_url(url: str) -> bool:
@@ -28,23 +66,50 @@ def is_cluster_url(url: str) -> bool:
     return parts.scheme in ("redis+cluster", "rediss+cluster") or query.get("cluster", [""])[0] in ("1", "true", "yes")
 
 
-def from_url(url: str, *, cluster: bool | None = None) -> AnyRedis:
+def client_options(timeout: float | None, redis_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """redis-py options for a client this package builds: retry, socket timeouts that
+    let every retry fit in the budget, then whatever the caller passed (it wins)."""
+    options: dict[str, Any] = {"retry": Retry(ExponentialBackoff(cap=0.5, base=0.02), retries=RETRIES)}
+    if timeout is not None:
+        per_try = timeout / (RETRIES + 1)
+        options.update(socket_timeout=per_try, socket_connect_timeout=per_try)
+    if redis_kwargs:
+        if not isinstance(redis_kwargs, Mapping):
+            raise SessionError(ErrorCode.INPUT_INVALID, f"redis_kwargs must be a mapping, got {type(redis_kwargs).__name__}")
+        options.update(redis_kwargs)
+    return options
+
+
+def from_url(
+    url: str,
+    *,
+    cluster: bool | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    redis_kwargs: Mapping[str, Any] | None = None,
+) -> AnyRedis:
     """A client for ``url``; a cluster client for ``redis+cluster://`` or ``?cluster=true``.
 
     ``cluster=None`` decides from the URL only; it never probes the server, so
-    building a client does no I/O.
+    building a client does no I/O. Options in the URL's query win over
+    ``redis_kwargs``, which win over the defaults derived from ``timeout``.
     """
+    if not isinstance(url, str):
+        raise SessionError(ErrorCode.INPUT_INVALID, f"url must be a string, got {type(url).__name__}")
     if cluster is None:
         cluster = is_cluster_url(url)
     parts = urlsplit(url)
     scheme = parts.scheme.replace("+cluster", "")
     query = "&".join(p for p in parts.query.split("&") if p and not p.startswith("cluster="))
     clean = parts._replace(scheme=scheme, query=query).geturl()
-    retry = Retry(ExponentialBackoff(cap=0.5, base=0.02), retries=3)
+    options = client_options(check_timeout(timeout), redis_kwargs)
+    if options.get("decode_responses"):
+        raise SessionError(ErrorCode.INPUT_INVALID, "decode_responses=True is not supported: stored records are bytes")
     try:
         if cluster:
-            return RedisCluster.from_url(clean, retry=retry)
-        return Redis.from_url(clean, retry=retry)
+            return RedisCluster.from_url(clean, **options)
+        return Redis.from_url(clean, **options)
+    except TypeError as exc:
+        raise SessionError(ErrorCode.INPUT_INVALID, f"bad Redis client option: {exc}") from None
     except (ValueError, rx.RedisError) as exc:
         raise SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"bad Redis URL: {exc}") from None
 
@@ -55,7 +120,104 @@ def as_text(value: object) -> str:
 
 
 async def close_client(client: AnyRedis) -> None:
-    await client.aclose()
+    try:
+        await client.aclose()
+    except (rx.RedisError, OSError, RuntimeError):
+        pass  # closing a client whose server or loop is gone has nothing left to release
+
+
+class RedisLink:
+    """A store's or session's way to Redis: the client for the running loop, the budget.
+
+    Either ``client`` (the caller's; never closed here) or ``factory`` (builds a
+    client per event loop; :meth:`close` closes the current loop's one).
+    """
+
+    __slots__ = ("_client", "_factory", "_clients", "_loop", "timeout")
+
+    def __init__(
+        self,
+        client: AnyRedis | None = None,
+        *,
+        factory: Callable[[], AnyRedis] | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+    ) -> None:
+        if (client is None) == (factory is None):
+            raise SessionError(ErrorCode.INPUT_INVALID, "a RedisLink takes a client or a factory")
+        if client is not None and not isinstance(client, (Redis, RedisCluster)) and not _duck_client(client):
+            raise SessionError(ErrorCode.INPUT_INVALID, f"client must be a redis.asyncio Redis or RedisCluster, got {type(client).__name__}")
+        if client is not None and _decodes_responses(client):
+            raise SessionError(ErrorCode.INPUT_INVALID, "a client with decode_responses=True is not supported: stored records are bytes")
+        self._client = client
+        self._factory = factory
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AnyRedis] = weakref.WeakKeyDictionary()
+        self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+        self.timeout = check_timeout(timeout)
+
+    @classmethod
+    def to_url(
+        cls,
+        url: str,
+        *,
+        cluster: bool | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        redis_kwargs: Mapping[str, Any] | None = None,
+    ) -> "RedisLink":
+        from_url(url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs)  # refuse bad options now
+        return cls(factory=functools.partial(from_url, url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs),
+                   timeout=timeout)
+
+    @property
+    def owns_client(self) -> bool:
+        return self._factory is not None
+
+    @property
+    def client(self) -> AnyRedis:
+        """The client to use on the running event loop."""
+        loop = asyncio.get_running_loop()
+        if self._factory is None:
+            assert self._client is not None
+            first = self._loop() if self._loop is not None else None
+            if first is None:
+                self._loop = weakref.ref(loop)
+            elif first is not loop:
+                raise SessionError(
+                    ErrorCode.CLIENT_WRONG_LOOP,
+                    "this store or session was given a Redis client that belongs to another event loop; "
+                    "build it from a URL (one client per loop) or give it a client made on this loop",
+                )
+            return self._client
+        client = self._clients.get(loop)
+        if client is None:
+            client = self._clients[loop] = self._factory()
+        return client
+
+    async def close(self) -> None:
+        """Close the client this link built for the running loop (if any)."""
+        if self._factory is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        client = self._clients.pop(loop, None)
+        if client is not None:
+            await close_client(client)
+
+
+def _duck_client(client: object) -> bool:
+    """fakeredis's asyncio client subclasses redis.asyncio.Redis; anything else with
+    the commands we call is accepted too (tests wrap clients)."""
+    return all(hasattr(client, name) for name in ("evalsha", "eval", "get", "aclose"))
+
+
+def _decodes_responses(client: object) -> bool:
+    pool = getattr(client, "connection_pool", None)
+    kwargs = getattr(pool, "connection_kwargs", None) or {}
+    if kwargs.get("decode_responses"):
+        return True
+    encoder = getattr(client, "encoder", None)  # RedisCluster keeps it here
+    return bool(getattr(encoder, "decode_responses", False))
 
 
 class translate_errors:
@@ -71,17 +233,84 @@ class translate_errors:
         return None
 
     async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        if exc is None or isinstance(exc, SessionError) or not isinstance(exc, (rx.RedisError, rx.RedisClusterException, OSError)):
+        if exc is None or isinstance(exc, SessionError) or not isinstance(exc, Exception):
             return None
-        raise _translate(exc, self.where) from None
+        translated = translate(exc, self.where)
+        if translated is not None:
+            raise translated from None
 
 
-def _translate(exc: BaseException, where: str) -> SessionError:
+_TRANSIENT_PREFIXES = ("LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "MOVED", "ASK")
+_CORRUPT_HINTS = ("WRONGTYPE", "not an integer", "not a valid float", "out of range")
+_DENIED = tuple(
+    cls for cls in (getattr(rx, "AuthenticationError", None), getattr(rx, "AuthorizationError", None),
+                    getattr(rx, "NoPermissionError", None)) if cls is not None
+)
+
+
+def translate(exc: BaseException, where: str) -> SessionError | None:
+    """The SessionError for an exception from redis-py or the transport; None for
+    anything else (a bug of ours, which should surface as itself)."""
+    if isinstance(exc, SessionError):
+        return exc
     if isinstance(exc, rx.NoScriptError):  # only if the retry-as-EVAL path itself failed
         return SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: script could not be loaded")
+    if isinstance(exc, _DENIED):
+        return SessionError(ErrorCode.BACKEND_DENIED, f"{where}: Redis refused the credentials or ACL permissions: {exc}")
     if isinstance(exc, rx.ResponseError):
-        text = str(exc)
-        if text.startswith("WRONGTYPE"):
-            return SessionError(ErrorCode.RECORD_CORRUPT, f"{where} holds a value of the wrong Redis type")
-        return SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: Redis refused the command: {text}")
-    return SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: Redis is unavailable: {exc}")
+        return _translate_reply(exc, where)
+    if isinstance(exc, (rx.TimeoutError, TimeoutError, asyncio.TimeoutError)):
+        return SessionError(ErrorCode.BACKEND_TIMEOUT, f"{where}: Redis did not answer in time")
+    if isinstance(exc, (rx.RedisError, rx.RedisClusterException, OSError, EOFError)):
+        return SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: Redis is unavailable: {exc}")
+    if isinstance(exc, RuntimeError) and ("loop" in str(exc)):
+        return SessionError(ErrorCode.CLIENT_WRONG_LOOP, f"{where}: the Redis client belongs to another event loop ({exc})")
+    if isinstance(exc, (AttributeError, IndexError, KeyError, ValueError)) and _from_redis(exc):
+        # redis-py can trip over a connection torn down under it (a failover, a
+        # concurrent disconnect): that is an outage seen from here, not input.
+        return SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: the connection failed: {type(exc).__name__}: {exc}")
+    return None
+
+
+def _translate_reply(exc: rx.ResponseError, where: str) -> SessionError:
+    text = str(exc)
+    kind = type(exc).__name__
+    if kind == "OutOfMemoryError" or text.startswith("OOM") or "used memory > 'maxmemory'" in text:
+        return SessionError(ErrorCode.BACKEND_FULL, f"{where}: Redis is out of memory (maxmemory): {text}")
+    if text.startswith(("NOPERM", "NOAUTH", "WRONGPASS")) or "no permissions" in text:
+        return SessionError(ErrorCode.BACKEND_DENIED, f"{where}: Redis refused the credentials or ACL permissions: {text}")
+    if text.startswith(_TRANSIENT_PREFIXES) or kind in ("TryAgainError", "ClusterDownError", "MasterDownError", "ReadOnlyError"):
+        return SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: Redis cannot serve this now: {text}")
+    if any(hint in text for hint in _CORRUPT_HINTS):
+        return SessionError(ErrorCode.RECORD_CORRUPT, f"{where} holds data of the wrong type or shape: {text}")
+    return SessionError(ErrorCode.BACKEND_ERROR, f"{where}: Redis answered with an error: {text}")
+
+
+def _from_redis(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    while tb is not None:
+        if "/redis/" in tb.tb_frame.f_code.co_filename.replace("\\", "/"):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def bounded(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """Run a public coroutine method under ``self.timeout`` (None: no budget).
+
+    Past the budget the call raises ``session.backend.timeout``; a write may or
+    may not have run, and since every write is idempotent, retrying it is safe.
+    """
+
+    @functools.wraps(method)
+    async def run(self: Any, *args: Any, **kwargs: Any) -> T:
+        budget = self.timeout
+        if budget is None:
+            return await method(self, *args, **kwargs)
+        try:
+            async with _deadline(budget):
+                return await method(self, *args, **kwargs)
+        except (TimeoutError, asyncio.TimeoutError):
+            raise SessionError(ErrorCode.BACKEND_TIMEOUT, f"no answer from Redis within {budget:g} s") from None
+
+    return run

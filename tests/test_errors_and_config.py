@@ -28,6 +28,11 @@ def test_the_set_of_error_codes_is_pinned():
         "session.record.too_large": 413,
         "session.record.corrupt": 500,
         "session.backend.unavailable": 503,
+        "session.backend.timeout": 503,
+        "session.backend.full": 507,
+        "session.backend.denied": 500,
+        "session.backend.error": 500,
+        "session.client.wrong_loop": 500,
         "session.input.invalid": 400,
     }
 

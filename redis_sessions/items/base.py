@@ -38,11 +38,13 @@ from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union, cast
 
 import msgspec
 
+from .. import validate
 from ..codec import decode_item, encode
 from ..errors import ErrorCode, SessionError
 from ..ids import validate_id
 from ..keys import DEFAULT_PREFIX, KeySpace
 from ..models import Item
+from ..redis_client import bounded
 
 if TYPE_CHECKING:
     # Typing only: the public methods use the SDK's item type so a session type-checks
@@ -86,15 +88,6 @@ def new_epoch() -> str:
 def plausible(entry: bytes) -> bool:
     """The cheap check the Lua scripts make: does the entry start like a msgpack map?"""
     return bool(entry) and entry[0] in _MAP_HEADERS
-
-
-def ttl_ms(ttl_seconds: Optional[float]) -> int:
-    """The TTL the scripts get: milliseconds, 0 meaning no TTL."""
-    if ttl_seconds is None:
-        return 0
-    if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, (int, float)) or not ttl_seconds > 0:
-        raise SessionError(ErrorCode.INPUT_INVALID, f"ttl_seconds must be a positive number or None, got {ttl_seconds!r}")
-    return max(1, int(ttl_seconds * 1000))
 
 
 def coerce_settings(settings: Union["SessionSettings", dict[str, Any], None]) -> Optional["SessionSettings"]:
@@ -158,6 +151,8 @@ class ItemSession(ABC):
 
     session_id: str
     session_settings: Optional["SessionSettings"]
+    timeout: Optional[float] = None
+    """Seconds one call may take in total (Redis sessions; None: no budget)."""
 
     def __init__(
         self,
@@ -173,15 +168,13 @@ class ItemSession(ABC):
         self.session_settings = coerce_settings(session_settings)
         self.key_prefix = key_prefix
         self.ttl_seconds = ttl_seconds
-        self.sliding_ttl = sliding_ttl
-        self.max_item_bytes = max_item_bytes
+        self.sliding_ttl = validate.flag(sliding_ttl, "sliding_ttl")
+        self.max_item_bytes = validate.integer(max_item_bytes, "max_item_bytes", minimum=1, maximum=64 << 20)
         keys = KeySpace(key_prefix)
         self._items_key = keys.session_items(session_id)
         self._meta_key = keys.session_meta(session_id)
-        self._ttl_ms = ttl_ms(ttl_seconds)
+        self._ttl_ms = validate.ttl_ms(ttl_seconds)
         self._slide_ms = self._ttl_ms if sliding_ttl else 0
-        if isinstance(max_item_bytes, bool) or not isinstance(max_item_bytes, int) or max_item_bytes <= 0:
-            raise SessionError(ErrorCode.INPUT_INVALID, f"max_item_bytes must be a positive int, got {max_item_bytes!r}")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.session_id!r}, key_prefix={self.key_prefix!r})"
@@ -192,6 +185,7 @@ class ItemSession(ABC):
                     sliding_ttl=self.sliding_ttl, max_item_bytes=self.max_item_bytes)
 
     # -- the Session protocol ----------------------------------------------
+    @bounded
     async def get_items(self, limit: Optional[int] = None) -> list["TResponseInputItem"]:
         """The newest ``limit`` valid items (session settings' limit if None), oldest first.
 
@@ -207,6 +201,7 @@ class ItemSession(ABC):
             items = items[-want:]
         return cast("list[TResponseInputItem]", items)
 
+    @bounded
     async def add_items(self, items: list["TResponseInputItem"]) -> None:
         """Append ``items`` atomically (all or none) in one round trip, setting the TTL.
 
@@ -217,6 +212,7 @@ class ItemSession(ABC):
         if entries:
             await self._eng_add(entries)
 
+    @bounded
     async def pop_item(self) -> Optional["TResponseInputItem"]:
         """Remove and return the newest valid item (None when empty), in one script call.
 
@@ -232,11 +228,13 @@ class ItemSession(ABC):
             except SessionError:
                 continue
 
+    @bounded
     async def clear_session(self) -> None:
         """Delete the whole session (items and meta) in one atomic step."""
         await self._eng_clear()
 
     # -- beyond the protocol ------------------------------------------------
+    @bounded
     async def fork(self: S, new_session_id: str, *, upto: Optional[int] = None) -> S:
         """Copy the first ``upto`` valid items (all if None) into a new session and return it.
 
@@ -263,6 +261,7 @@ class ItemSession(ABC):
             raise SessionError(ErrorCode.STORE_CONFLICT, f"session {new_session_id!r} already exists")
         return target
 
+    @bounded
     async def snapshot(self) -> Snapshot:
         """Every valid item plus the guard for :meth:`replace_prefix`, read atomically."""
         raw = await self._eng_read()
@@ -271,6 +270,7 @@ class ItemSession(ABC):
             items=items, count=len(raw.entries), version=raw.version, epoch=raw.epoch, rewrites=raw.rewrites
         )
 
+    @bounded
     async def replace_prefix(self, snapshot: Snapshot, items: list[Any]) -> bool:
         """Replace the entries ``snapshot`` read with ``items``, keeping later appends.
 

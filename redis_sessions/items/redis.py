@@ -11,14 +11,14 @@ The client must return bytes (the default; not ``decode_responses=True``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Union, cast
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Union, cast
 
 import msgspec
 from redis.utils import HIREDIS_AVAILABLE
 
 from ..errors import ErrorCode, SessionError
 from ..keys import DEFAULT_PREFIX
-from ..redis_client import AnyRedis, as_text, close_client, from_url, translate_errors
+from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, as_text, translate_errors
 from ..scripts import LuaScript, script
 from .base import MAX_ITEM_BYTES, ItemSession, RawSnapshot, Snapshot, new_epoch
 
@@ -57,13 +57,17 @@ class RedisSession(ItemSession):
         self,
         session_id: str,
         *,
-        client: AnyRedis,
+        client: Optional[AnyRedis] = None,
         key_prefix: str = DEFAULT_PREFIX,
         ttl_seconds: Optional[float] = None,
         session_settings: Union["SessionSettings", dict[str, Any], None] = None,
         sliding_ttl: bool = False,
         max_item_bytes: int = MAX_ITEM_BYTES,
+        timeout: Optional[float] = DEFAULT_TIMEOUT,
+        link: Optional[RedisLink] = None,
     ) -> None:
+        self.link = link if link is not None else RedisLink(client, timeout=timeout)
+        self.timeout = self.link.timeout
         super().__init__(
             session_id,
             key_prefix=key_prefix,
@@ -72,8 +76,6 @@ class RedisSession(ItemSession):
             sliding_ttl=sliding_ttl,
             max_item_bytes=max_item_bytes,
         )
-        self.client = client
-        self._owns_client = False
         self._keys = (self._items_key, self._meta_key)
         self._where = f"item session {session_id!r}"
         self._pop_args = [self._ttl_ms] if self._ttl_ms else []
@@ -90,34 +92,38 @@ class RedisSession(ItemSession):
         session_settings: Union["SessionSettings", dict[str, Any], None] = None,
         sliding_ttl: bool = False,
         max_item_bytes: int = MAX_ITEM_BYTES,
+        timeout: Optional[float] = DEFAULT_TIMEOUT,
+        redis_kwargs: Optional[Mapping[str, Any]] = None,
     ) -> RedisSession:
-        """A session with its own client (a cluster client for ``redis+cluster://`` or
-        ``cluster=True``); no I/O."""
-        # from_url does no I/O, so if the session is refused there is no connection to leak.
-        session = cls(
+        """A session with its own client per event loop (a cluster client for
+        ``redis+cluster://`` or ``cluster=True``); ``redis_kwargs`` go to redis-py. No I/O."""
+        link = RedisLink.to_url(url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs)
+        return cls(
             session_id,
-            client=from_url(url, cluster=cluster),
+            link=link,
             key_prefix=key_prefix,
             ttl_seconds=ttl_seconds,
             session_settings=session_settings,
             sliding_ttl=sliding_ttl,
             max_item_bytes=max_item_bytes,
         )
-        session._owns_client = True
-        return session
+
+    @property
+    def client(self) -> AnyRedis:
+        """The redis-py client this session uses on the running event loop."""
+        return self.link.client
 
     async def close(self) -> None:
-        """Close the client if this session created it (``from_url``); otherwise do nothing."""
-        if self._owns_client:
-            self._owns_client = False
-            await close_client(self.client)
+        """Close the client if this session built it (``from_url``); otherwise do nothing."""
+        await self.link.close()
 
     def _spawn(self, session_id: str) -> RedisSession:
-        return RedisSession(session_id, client=self.client, **self._options())
+        # A fork shares this session's link: same client(s), same budget; closing either closes it.
+        return RedisSession(session_id, link=self.link, **self._options())
 
     async def _call(self, lua: LuaScript, args: Sequence[Any]) -> Any:
         try:
-            return await lua(self.client, self._keys, args)
+            return await lua(self.link.client, self._keys, args)
         except Exception:
             # Only the failure path pays for the context manager.
             async with translate_errors(self._where):
@@ -132,7 +138,7 @@ class RedisSession(ItemSession):
             # looks like an encoded item. Otherwise items_get skips the garbage and
             # reads further back, in one call.
             try:
-                entries = cast("list[bytes]", await self.client.lrange(self._items_key, 0 if want is None else -want, -1))
+                entries = cast("list[bytes]", await self.link.client.lrange(self._items_key, 0 if want is None else -want, -1))
             except Exception:
                 async with translate_errors(self._where):
                     raise

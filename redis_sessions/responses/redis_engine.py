@@ -11,7 +11,7 @@ from typing import Sequence
 
 from ..errors import ErrorCode, SessionError
 from ..keys import KeySpace
-from ..redis_client import AnyRedis, as_text, translate_errors
+from ..redis_client import RedisLink, as_text, translate_errors
 from ..scripts import script
 from .protocol import SaveRequest
 
@@ -21,8 +21,8 @@ def _wrong_type(key: str, kind: str) -> SessionError:
 
 
 class RedisChainEngine:
-    def __init__(self, client: AnyRedis, keys: KeySpace) -> None:
-        self.client = client
+    def __init__(self, link: RedisLink, keys: KeySpace) -> None:
+        self.link = link
         self.keys = keys
         self.round_trips = 0
         self._save = script("chain_save")
@@ -34,9 +34,9 @@ class RedisChainEngine:
         self.round_trips += 1
         async with translate_errors(f"locator {key!r}"):
             if slide_ms > 0:
-                value = await self.client.getex(key, px=slide_ms)
+                value = await self.link.client.getex(key, px=slide_ms)
             else:
-                value = await self.client.get(key)
+                value = await self.link.client.get(key)
         return None if value is None else as_text(value)
 
     async def point(self, response_id: str, thread: str, ttl_ms: int) -> str | None:
@@ -44,14 +44,14 @@ class RedisChainEngine:
         self.round_trips += 1
         async with translate_errors(f"locator {key!r}"):
             # SET NX GET: set if free, and tell what was there, in one command.
-            old = await self.client.set(key, thread, nx=True, get=True, px=ttl_ms or None)
+            old = await self.link.client.set(key, thread, nx=True, get=True, px=ttl_ms or None)
         return None if old is None else as_text(old)
 
     async def unpoint(self, response_id: str) -> None:
         key = self.keys.locator(response_id)
         self.round_trips += 1
         async with translate_errors(f"locator {key!r}"):
-            await self.client.delete(key)
+            await self.link.client.delete(key)
 
     async def save(self, thread: str, request: SaveRequest) -> tuple[str, str]:
         key = self.keys.thread(thread)
@@ -59,7 +59,7 @@ class RedisChainEngine:
                 "1" if request.overwrite else "0", request.blob, request.ttl_ms, request.walk_limit]
         self.round_trips += 1
         async with translate_errors(f"thread {key!r}"):
-            result = await self._save(self.client, [key], args)
+            result = await self._save(self.link.client, [key], args)
         return as_text(result[0]), as_text(result[1])
 
     async def fetch(self, thread: str, response_id: str, slide_ms: int) -> object | None:
@@ -71,20 +71,20 @@ class RedisChainEngine:
         key = self.keys.thread(thread)
         self.round_trips += 1
         async with translate_errors(f"thread {key!r}"):
-            return await self.client.hget(key, self.keys.data_field(response_id))
+            return await self.link.client.hget(key, self.keys.data_field(response_id))
 
     async def walk(self, thread: str, start: str, limit: int, slide_ms: int) -> tuple[str, str, Sequence[object]]:
         key = self.keys.thread(thread)
         self.round_trips += 1
         async with translate_errors(f"thread {key!r}"):
-            result = await self._walk(self.client, [key], [start, limit, slide_ms])
+            result = await self._walk(self.link.client, [key], [start, limit, slide_ms])
         return as_text(result[0]), as_text(result[1]), result[2:]
 
     async def delete(self, thread: str, response_id: str) -> bool:
         key = self.keys.thread(thread)
         self.round_trips += 1
         async with translate_errors(f"thread {key!r}"):
-            result = await self._delete(self.client, [key], [response_id])
+            result = await self._delete(self.link.client, [key], [response_id])
         if isinstance(result, list):
             raise _wrong_type(key, as_text(result[1]))
         return bool(result)

@@ -12,15 +12,16 @@ the engine they build. Round trips (each engine call is one):
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, Mapping
 
+from .. import validate
 from ..clock import Clock, system_clock
 from ..codec import decode_session, encode
 from ..errors import ErrorCode, SessionError
 from ..ids import mint_response_id, new_thread_tag, thread_of, validate_id
 from ..keys import DEFAULT_PREFIX, KeySpace
 from ..models import ResponseSessionSnapshot, StoredResponseSession
-from ..redis_client import AnyRedis, close_client, from_url
+from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, bounded, check_timeout
 from .chain import build_snapshot, check_walk, decode_chain
 from .memory_engine import MemoryChainEngine
 from .protocol import UNSET, ChainEngine, SaveRequest, _Unset
@@ -30,6 +31,8 @@ DEFAULT_TTL_SECONDS = 30 * 24 * 3600  # the Responses API keeps stored responses
 DEFAULT_MAX_DEPTH = 64
 DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
 OVERWRITE_CYCLE_WALK_LIMIT = 100_000
+MAX_DEPTH_LIMIT = 100_000
+MAX_RECORD_BYTES_LIMIT = 64 * 1024 * 1024
 
 
 def foreign_root_thread(response_id: str) -> str:
@@ -50,27 +53,23 @@ class ChainStore:
         max_record_bytes: int,
         sliding_ttl: bool,
         replay_instructions: bool,
+        timeout: float | None,
     ) -> None:
-        if ttl_seconds is not None and ttl_seconds <= 0:
-            raise SessionError(ErrorCode.INPUT_INVALID, "ttl_seconds must be positive or None (no expiry)")
-        if max_depth < 1:
-            raise SessionError(ErrorCode.INPUT_INVALID, "max_depth must be at least 1")
+        self._ttl_ms = validate.ttl_ms(ttl_seconds)
         self.engine = engine
         self.keys = keys
         self.ttl_seconds = ttl_seconds
-        self.max_depth = max_depth
-        self.max_record_bytes = max_record_bytes
-        self.sliding_ttl = sliding_ttl
-        self.replay_instructions = replay_instructions
+        self.max_depth = validate.integer(max_depth, "max_depth", minimum=1, maximum=MAX_DEPTH_LIMIT)
+        self.max_record_bytes = validate.integer(max_record_bytes, "max_record_bytes", minimum=1024,
+                                                 maximum=MAX_RECORD_BYTES_LIMIT)
+        self.sliding_ttl = validate.flag(sliding_ttl, "sliding_ttl")
+        self.replay_instructions = validate.flag(replay_instructions, "replay_instructions")
+        self.timeout = check_timeout(timeout)
 
     @property
     def round_trips(self) -> int:
         """Calls made to the backend so far (each is one network round trip on Redis)."""
         return self.engine.round_trips
-
-    @property
-    def _ttl_ms(self) -> int:
-        return 0 if self.ttl_seconds is None else self.ttl_seconds * 1000
 
     @property
     def _slide_ms(self) -> int:
@@ -79,6 +78,7 @@ class ChainStore:
     async def _thread(self, response_id: str) -> str | None:
         return thread_of(response_id) or await self.engine.locate(response_id, self._slide_ms)
 
+    @bounded
     async def new_response_id(self, previous_response_id: str | None = None) -> str:
         """Mint an id that continues ``previous_response_id`` in its thread (one lookup
         only when the parent's id was minted elsewhere)."""
@@ -91,6 +91,7 @@ class ChainStore:
         return mint_response_id(thread)
 
     # -- reads --------------------------------------------------------------
+    @bounded
     async def get(self, response_id: str) -> StoredResponseSession | None:
         validate_id(response_id)
         thread = await self._thread(response_id)
@@ -101,6 +102,7 @@ class ChainStore:
             return None
         return decode_session(data, f"response {response_id!r} in {self.keys.thread(thread)!r}")
 
+    @bounded
     async def resolve_chain(
         self,
         previous_response_id: str | None,
@@ -116,9 +118,9 @@ class ChainStore:
         if previous_response_id is None:
             return ResponseSessionSnapshot(previous_response_id=None, sessions=[], input_items=[])
         validate_id(previous_response_id, "previous_response_id")
-        depth = self.max_depth if max_depth is None else max_depth
-        if depth < 1:
-            raise SessionError(ErrorCode.INPUT_INVALID, "max_depth must be at least 1")
+        depth = self.max_depth if max_depth is None else validate.integer(
+            max_depth, "max_depth", minimum=1, maximum=MAX_DEPTH_LIMIT)
+        validate.flag(include_incomplete, "include_incomplete")
         thread = await self._thread(previous_response_id)
         if thread is None:
             check_walk("missing", previous_response_id, previous_response_id, depth)
@@ -134,6 +136,7 @@ class ChainStore:
         )
 
     # -- writes -------------------------------------------------------------
+    @bounded
     async def save(
         self,
         session: StoredResponseSession,
@@ -154,6 +157,7 @@ class ChainStore:
         parent = session.previous_response_id
         if parent is not None:
             validate_id(parent, "previous_response_id")
+        validate.flag(overwrite, "overwrite")
         expect = not isinstance(expected_previous_response_id, _Unset)
         if expect and expected_previous_response_id is not None:
             validate_id(expected_previous_response_id, "expected_previous_response_id")
@@ -227,6 +231,7 @@ class ChainStore:
             raise SessionError(ErrorCode.CHAIN_CYCLE_DETECTED, f"saving {response_id!r} under {parent!r} would make a cycle")
         check_walk(status, detail, response_id, self.max_depth)
 
+    @bounded
     async def delete(self, response_id: str) -> bool:
         """Delete one response. Its descendants stay; resolving through the gap raises
         ``session.chain.not_found`` naming it, never a shortened history."""
@@ -254,7 +259,7 @@ class RedisResponseSessionStore(ChainStore):
 
     def __init__(
         self,
-        client: AnyRedis,
+        client: AnyRedis | None,
         *,
         key_prefix: str = DEFAULT_PREFIX,
         ttl_seconds: int | None = DEFAULT_TTL_SECONDS,
@@ -262,25 +267,43 @@ class RedisResponseSessionStore(ChainStore):
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         sliding_ttl: bool = False,
         replay_instructions: bool = False,
-        owns_client: bool = False,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        link: RedisLink | None = None,
     ) -> None:
+        """``client``: a redis-py asyncio ``Redis`` or ``RedisCluster``, never closed here.
+        ``timeout``: seconds one call may take in total, retries included (None: no budget)."""
         keys = KeySpace(key_prefix)
+        self.link = link if link is not None else RedisLink(client, timeout=timeout)
         super().__init__(
-            RedisChainEngine(client, keys), keys, ttl_seconds=ttl_seconds, max_depth=max_depth,
+            RedisChainEngine(self.link, keys), keys, ttl_seconds=ttl_seconds, max_depth=max_depth,
             max_record_bytes=max_record_bytes, sliding_ttl=sliding_ttl, replay_instructions=replay_instructions,
+            timeout=timeout,
         )
-        self.client = client
-        self._owns_client = owns_client
 
     @classmethod
-    def from_url(cls, url: str, *, cluster: bool | None = None, **options: Any) -> "RedisResponseSessionStore":
-        """A store with its own client (closed by :meth:`close`); ``redis+cluster://`` for a cluster."""
-        return cls(from_url(url, cluster=cluster), owns_client=True, **options)
+    def from_url(
+        cls,
+        url: str,
+        *,
+        cluster: bool | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        redis_kwargs: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> "RedisResponseSessionStore":
+        """A store with its own client per event loop (closed by :meth:`close`);
+        ``redis+cluster://`` for a cluster. ``redis_kwargs`` go to redis-py's client
+        (``ssl_ca_certs``, ``username``, ``max_connections``, ...). No I/O."""
+        link = RedisLink.to_url(url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs)
+        return cls(None, timeout=timeout, link=link, **options)
+
+    @property
+    def client(self) -> AnyRedis:
+        """The redis-py client this store uses on the running event loop."""
+        return self.link.client
 
     async def close(self) -> None:
-        if self._owns_client:
-            self._owns_client = False
-            await close_client(self.client)
+        """Close the client if this store built it (``from_url``, config); else nothing."""
+        await self.link.close()
 
 
 class MemoryResponseSessionStore(ChainStore):
@@ -301,4 +324,5 @@ class MemoryResponseSessionStore(ChainStore):
         super().__init__(
             MemoryChainEngine(clock), keys, ttl_seconds=ttl_seconds, max_depth=max_depth,
             max_record_bytes=max_record_bytes, sliding_ttl=sliding_ttl, replay_instructions=replay_instructions,
+            timeout=None,
         )
