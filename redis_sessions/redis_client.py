@@ -107,7 +107,9 @@ def from_url(
     try:
         if cluster:
             return RedisCluster.from_url(clean, **options)
-        return Redis.from_url(clean, **options)
+        client = Redis.from_url(clean, **options)
+        client.connection_pool.make_connection()  # an unknown option fails here, not at first use
+        return client
     except TypeError as exc:
         raise SessionError(ErrorCode.INPUT_INVALID, f"bad Redis client option: {exc}") from None
     except (ValueError, rx.RedisError) as exc:

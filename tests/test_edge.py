@@ -1,0 +1,307 @@
+"""The edge to Redis: settings checked before any write, one client per event loop,
+every server refusal coded by its meaning, and a time budget that holds when the
+server freezes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import tempfile
+import time
+from typing import Any, Iterator
+
+import pytest
+from redis.asyncio import Redis
+
+from chains import record
+from redis_sessions import (
+    ErrorCode,
+    MemoryResponseSessionStore,
+    MemorySession,
+    RedisResponseSessionStore,
+    RedisSession,
+    SessionConfig,
+    SessionError,
+    create_item_session,
+    create_response_session_store,
+    new_response_id,
+)
+from servers import RedisProcess, free_port
+
+BAD_TTLS = ["60", True, 0, -1, float("inf"), float("nan"), 10**17]
+BAD_DEPTHS = ["5", True, 0, -3, 2.5, None]
+
+
+def code_of(call: Any) -> ErrorCode:
+    with pytest.raises(SessionError) as err:
+        call()
+    return err.value.code
+
+
+# -- settings: refused with a code, before anything is built -------------------
+@pytest.mark.parametrize("ttl", BAD_TTLS, ids=repr)
+def test_a_bad_ttl_is_refused_by_every_constructor(ttl: Any) -> None:
+    client = Redis()  # never connects: construction does no I/O
+    for build in (
+        lambda: MemoryResponseSessionStore(ttl_seconds=ttl),
+        lambda: RedisResponseSessionStore(client, ttl_seconds=ttl),
+        lambda: MemorySession("s", ttl_seconds=ttl),
+        lambda: RedisSession("s", client=client, ttl_seconds=ttl),
+    ):
+        assert code_of(build) is ErrorCode.INPUT_INVALID
+
+
+@pytest.mark.parametrize("depth", BAD_DEPTHS, ids=repr)
+def test_a_bad_max_depth_is_refused(depth: Any) -> None:
+    assert code_of(lambda: MemoryResponseSessionStore(max_depth=depth)) is ErrorCode.INPUT_INVALID
+
+
+@pytest.mark.parametrize("depth", ["5", True, 0, 1.0], ids=repr)
+async def test_a_bad_max_depth_per_call_is_refused(depth: Any) -> None:
+    store = MemoryResponseSessionStore()
+    rid = new_response_id()
+    await store.save(record(rid))
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(rid, max_depth=depth)
+    assert err.value.code is ErrorCode.INPUT_INVALID
+
+
+@pytest.mark.parametrize("timeout", [0, -1, "5", True, float("inf")], ids=repr)
+def test_a_bad_timeout_is_refused(timeout: Any) -> None:
+    assert code_of(lambda: RedisResponseSessionStore(Redis(), timeout=timeout)) is ErrorCode.INPUT_INVALID
+    assert code_of(lambda: RedisSession.from_url("s", url="redis://127.0.0.1:1/0", timeout=timeout)) is ErrorCode.INPUT_INVALID
+
+
+def test_bad_client_options_are_refused() -> None:
+    assert code_of(lambda: RedisResponseSessionStore.from_url("redis://127.0.0.1:1/0",
+                                                              redis_kwargs={"no_such_option": 1})) is ErrorCode.INPUT_INVALID
+    assert code_of(lambda: RedisResponseSessionStore.from_url("redis://127.0.0.1:1/0",
+                                                              redis_kwargs={"decode_responses": True})) is ErrorCode.INPUT_INVALID
+    assert code_of(lambda: RedisResponseSessionStore(Redis(decode_responses=True))) is ErrorCode.INPUT_INVALID
+    assert code_of(lambda: RedisResponseSessionStore("redis://not-a-client")) is ErrorCode.INPUT_INVALID  # type: ignore[arg-type]
+
+
+def test_the_config_takes_a_timeout_and_client_options() -> None:
+    config = SessionConfig.parse(backend="redis", url="redis://127.0.0.1:1/0", timeout_seconds=1.5,
+                                 redis_kwargs={"client_name": "gateway"})
+    store = create_response_session_store(config)
+    assert isinstance(store, RedisResponseSessionStore) and store.timeout == 1.5
+    for bad in ({"timeout_seconds": 0}, {"timeout_seconds": float("inf")}, {"ttl_seconds": "x"}):
+        with pytest.raises(SessionError) as err:
+            SessionConfig.parse(**bad)
+        assert err.value.code is ErrorCode.INPUT_INVALID
+
+
+# -- real servers of this file's own --------------------------------------------
+class Server:
+    """A redis-server of this test's own, with extra arguments; frozen and thawed on demand."""
+
+    def __init__(self, *extra: str) -> None:
+        self.dir = tempfile.mkdtemp(prefix="rs-edge-")
+        self.process = RedisProcess(free_port(), self.dir, list(extra))
+        self.process.start()
+        self.frozen = False
+
+    @property
+    def url(self) -> str:
+        return self.process.url
+
+    def freeze(self) -> None:
+        assert self.process.proc is not None
+        os.kill(self.process.proc.pid, signal.SIGSTOP)
+        self.frozen = True
+
+    def thaw(self) -> None:
+        if self.frozen and self.process.proc is not None:
+            os.kill(self.process.proc.pid, signal.SIGCONT)
+            self.frozen = False
+
+    def close(self) -> None:
+        self.thaw()
+        self.process.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def own_server(request: pytest.FixtureRequest) -> Iterator[Server]:
+    from conftest import _need_binary
+
+    _need_binary()
+    server = Server(*getattr(request, "param", ()))
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+# -- one client per event loop ---------------------------------------------------
+@pytest.mark.real
+def test_a_store_built_from_a_url_works_from_any_event_loop(own_server: Server) -> None:
+    """A sync app calling asyncio.run per request (or the SDK's run_sync)."""
+    store = RedisResponseSessionStore.from_url(own_server.url, key_prefix="loops")
+    session = RedisSession.from_url("loops", url=own_server.url, key_prefix="loops")
+    ids: list[str] = []
+    for turn in range(3):
+        async def request() -> None:
+            rid = new_response_id(ids[-1] if ids else None)
+            await store.save(record(rid, parent=ids[-1] if ids else None))
+            ids.append(rid)
+            await session.add_items([{"role": "user", "content": f"turn {turn}"}])
+            await store.close()
+            await session.close()
+
+        asyncio.run(request())
+
+    async def check() -> tuple[int, int]:
+        chain = await store.resolve_chain(ids[-1])
+        items = await session.get_items()
+        await store.close()
+        await session.close()
+        return len(chain.sessions), len(items)
+
+    assert asyncio.run(check()) == (3, 3)
+
+
+@pytest.mark.real
+def test_a_given_client_used_from_another_loop_is_a_coded_error(own_server: Server) -> None:
+    holder: dict[str, Any] = {}
+
+    async def first() -> None:
+        holder["client"] = Redis.from_url(own_server.url)
+        holder["store"] = RedisResponseSessionStore(holder["client"], key_prefix="wrongloop")
+        holder["session"] = RedisSession("s", client=holder["client"], key_prefix="wrongloop")
+        await holder["store"].save(record(new_response_id()))
+        await holder["session"].add_items([{"role": "user", "content": "hi"}])
+        await holder["client"].aclose()  # its connections die with this loop; the check comes before any use
+
+    asyncio.run(first())
+
+    async def second() -> list[ErrorCode]:
+        codes = []
+        for call in (lambda: holder["store"].get(new_response_id()), lambda: holder["session"].get_items()):
+            with pytest.raises(SessionError) as err:
+                await call()
+            codes.append(err.value.code)
+        return codes
+
+    assert asyncio.run(second()) == [ErrorCode.CLIENT_WRONG_LOOP] * 2
+
+
+# -- every refusal coded by its meaning --------------------------------------------
+@pytest.mark.real
+@pytest.mark.parametrize("own_server", [("--maxmemory", "2mb", "--maxmemory-policy", "noeviction")], indirect=True)
+async def test_a_full_server_is_its_own_code_and_writes_nothing(own_server: Server) -> None:
+    client = Redis.from_url(own_server.url)
+    filler = b"x" * 65536
+    i = 0
+    while True:  # fill the server until it refuses
+        try:
+            await client.set(f"filler:{i}", filler)
+        except Exception:
+            break
+        i += 1
+    store = RedisResponseSessionStore(client, key_prefix="full")
+    session = RedisSession("s", client=client, key_prefix="full")
+    before = await client.dbsize()
+    with pytest.raises(SessionError) as err:
+        await store.save(record(new_response_id(), text="y" * 200_000))
+    assert err.value.code is ErrorCode.BACKEND_FULL and err.value.http_status == 507
+    with pytest.raises(SessionError) as err:
+        await session.add_items([{"role": "user", "content": "y" * 200_000}])
+    assert err.value.code is ErrorCode.BACKEND_FULL
+    assert await client.dbsize() == before
+    await client.aclose()
+
+
+@pytest.mark.real
+async def test_acl_refusals_and_wrong_passwords_are_their_own_code(own_server: Server) -> None:
+    admin = Redis.from_url(own_server.url)
+    # A tenant that may only touch keys of another prefix.
+    await admin.execute_command("ACL", "SETUSER", "tenant", "on", ">tenant-pw", "~other:*", "+@all")
+    tenant = Redis.from_url(own_server.url, username="tenant", password="tenant-pw")
+    store = RedisResponseSessionStore(tenant, key_prefix="mine")
+    session = RedisSession("s", client=tenant, key_prefix="mine")
+    for call in (lambda: store.save(record(new_response_id())), lambda: store.get(new_response_id()),
+                 lambda: session.add_items([{"role": "user", "content": "x"}]), lambda: session.pop_item()):
+        with pytest.raises(SessionError) as err:
+            await call()
+        assert err.value.code is ErrorCode.BACKEND_DENIED, err.value
+    wrong = RedisResponseSessionStore.from_url(own_server.url, redis_kwargs={"username": "tenant", "password": "nope"})
+    with pytest.raises(SessionError) as err:
+        await wrong.get(new_response_id())
+    assert err.value.code is ErrorCode.BACKEND_DENIED
+    assert "nope" not in str(err.value)
+    await wrong.close()
+    assert await admin.dbsize() == 0
+    await tenant.aclose()
+    await admin.aclose()
+
+
+# -- bounded time ---------------------------------------------------------------------
+@pytest.mark.real
+@pytest.mark.parametrize("timeout", [1.0, 2.5])
+async def test_a_frozen_server_holds_every_call_at_most_its_budget(own_server: Server, timeout: float) -> None:
+    """SIGSTOP with calls in flight: each returns a coded 503 within its budget + 1 s."""
+    store = RedisResponseSessionStore.from_url(own_server.url, key_prefix="frozen", timeout=timeout)
+    session = RedisSession.from_url("s", url=own_server.url, key_prefix="frozen", timeout=timeout)
+    rid = new_response_id()
+    await store.save(record(rid))
+    await session.add_items([{"role": "user", "content": "hi"}])
+
+    async def timed(call: Any) -> tuple[float, ErrorCode | None]:
+        start = time.monotonic()
+        try:
+            await call()
+            return time.monotonic() - start, None
+        except SessionError as exc:
+            return time.monotonic() - start, exc.code
+
+    own_server.freeze()
+    try:
+        results = await asyncio.gather(
+            timed(lambda: store.save(record(new_response_id(rid), parent=rid))),
+            timed(lambda: store.resolve_chain(rid)),
+            timed(lambda: store.get(rid)),
+            timed(lambda: session.add_items([{"role": "user", "content": "again"}])),
+            timed(lambda: session.get_items()),
+            timed(lambda: session.pop_item()),
+        )
+    finally:
+        own_server.thaw()
+    for elapsed, code in results:
+        assert code in (ErrorCode.BACKEND_TIMEOUT, ErrorCode.BACKEND_UNAVAILABLE), results
+        assert elapsed <= timeout + 1.0, results
+    # Thawed, the same objects work again (redis-py reconnects by itself).
+    assert (await store.get(rid)) is not None
+    await store.close()
+    await session.close()
+
+
+@pytest.mark.real
+async def test_a_caller_given_client_is_bounded_too(own_server: Server) -> None:
+    client = Redis.from_url(own_server.url)  # redis-py defaults: no socket timeout at all
+    store = RedisResponseSessionStore(client, key_prefix="given", timeout=1.0)
+    await store.save(record(new_response_id()))
+    own_server.freeze()
+    start = time.monotonic()
+    try:
+        with pytest.raises(SessionError) as err:
+            await store.get(new_response_id())
+    finally:
+        own_server.thaw()
+    assert err.value.code is ErrorCode.BACKEND_TIMEOUT
+    assert time.monotonic() - start <= 2.0
+    await client.aclose()
+
+
+async def test_a_server_that_is_not_there_is_unavailable_within_the_budget() -> None:
+    port = free_port()
+    start = time.monotonic()
+    session = create_item_session(SessionConfig(backend="redis", url=f"redis://127.0.0.1:{port}/0", timeout_seconds=1.0), "s")
+    with pytest.raises(SessionError) as err:
+        await session.get_items()
+    assert err.value.code in (ErrorCode.BACKEND_UNAVAILABLE, ErrorCode.BACKEND_TIMEOUT)
+    assert time.monotonic() - start <= 2.0
+    await session.close()
