@@ -1,0 +1,279 @@
+"""Every write, through a proxy that loses, holds or cuts its reply after the server
+ran it: the effect happens exactly once and the caller sees the result it would
+have seen had the reply arrived.
+
+Stores and sessions are built the way users build them (``from_url``, redis-py's
+own retry, the package's budget), with a short socket timeout so a held reply
+turns into a retry quickly. Each test counts, per operation and fault, the
+faults that fired, the calls that failed, and the duplicated, lost and falsely
+refused effects, and asserts the exact final state. ``FAULT_REPORT=path`` appends
+the counts as JSON lines (the numbers in the closing notes come from there).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from chains import record
+from faultproxy import FaultProxy
+from faultservers import ClusterProxies
+from redis_sessions import ErrorCode, RedisResponseSessionStore, RedisSession, SessionError, new_response_id
+from redis_sessions.items import CompactionSession
+from redis_sessions.scripts import script
+
+pytestmark = pytest.mark.real
+
+SOCKET_TIMEOUT = 0.2
+ROUNDS = {"drop": 12, "cut": 12, "stall": 4}
+
+
+@dataclass
+class Tally:
+    """What one operation did under one fault."""
+
+    backend: str
+    operation: str
+    fault: str
+    calls: int = 0
+    fired: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    duplicated: int = 0
+    lost: int = 0
+    false_conflicts: int = 0
+    wrong_results: int = 0
+
+    def failed(self, exc: SessionError) -> None:
+        self.errors[exc.code.value] = self.errors.get(exc.code.value, 0) + 1
+        if exc.code is ErrorCode.STORE_CONFLICT:
+            self.false_conflicts += 1
+
+    def check(self) -> None:
+        report = os.environ.get("FAULT_REPORT")
+        if report:
+            with open(report, "a") as out:
+                out.write(json.dumps(asdict(self)) + "\n")
+        assert self.fired == self.calls, self
+        assert (self.errors, self.duplicated, self.lost, self.false_conflicts, self.wrong_results) == ({}, 0, 0, 0, 0), self
+
+
+class Faulty:
+    """A server (or the cluster) behind fault proxies, and stores built through them."""
+
+    def __init__(self, name: str, url: str, proxies: list[FaultProxy], for_key: Callable[[str], FaultProxy],
+                 redis_kwargs: dict[str, Any], prefix: str) -> None:
+        self.name, self.url, self.proxies, self.for_key = name, url, proxies, for_key
+        self.redis_kwargs = {"socket_timeout": SOCKET_TIMEOUT, **redis_kwargs}
+        self.prefix = prefix
+
+    @property
+    def fired(self) -> int:
+        return sum(p.fired for p in self.proxies)
+
+    def store(self, **options: Any) -> RedisResponseSessionStore:
+        return RedisResponseSessionStore.from_url(self.url, key_prefix=self.prefix, redis_kwargs=self.redis_kwargs,
+                                                  **options)
+
+    def session(self, session_id: str, **options: Any) -> RedisSession:
+        return RedisSession.from_url(session_id, url=self.url, key_prefix=self.prefix,
+                                     redis_kwargs=self.redis_kwargs, **options)
+
+    def arm(self, key: str, fault: str, script_name: str) -> None:
+        for proxy in self.proxies:
+            proxy.disarm()
+        self.for_key(key).arm(fault, match=script(script_name).sha.encode(), hold=0.0)
+
+
+@pytest.fixture(params=["redis", "cluster"])
+async def faulty(request: pytest.FixtureRequest) -> AsyncIterator[Faulty]:
+    import uuid
+
+    prefix = f"f{uuid.uuid4().hex[:8]}"
+    if request.param == "redis":
+        server = request.getfixturevalue("redis_server")
+        with FaultProxy("127.0.0.1", server.port) as proxy:
+            yield Faulty("redis", proxy.url, [proxy], lambda key: proxy, {}, prefix)
+        return
+    cluster = request.getfixturevalue("redis_cluster")
+    with ClusterProxies(cluster) as cp:
+        yield Faulty("cluster", f"redis+cluster://{cp.host}:{cp.port}", cp.proxies, cp.for_key,
+                     {"address_remap": cp.remap}, prefix)
+
+
+async def under_fault(faulty: Faulty, tally: Tally, key: str, script_name: str, call: Callable[[], Awaitable[Any]]) -> Any:
+    """Arm the fault on the reply to ``script_name`` for ``key``, make the call, count."""
+    faulty.arm(key, tally.fault, script_name)
+    before = faulty.fired
+    tally.calls += 1
+    try:
+        return await call()
+    except SessionError as exc:
+        tally.failed(exc)
+        return exc
+    finally:
+        tally.fired += faulty.fired - before
+        for proxy in faulty.proxies:
+            proxy.disarm()
+
+
+FAULTS = pytest.mark.parametrize("fault", list(ROUNDS))
+
+
+# -- response chains ------------------------------------------------------------------
+@FAULTS
+@pytest.mark.parametrize("minted", [True, False], ids=["minted", "foreign"])
+async def test_save_applies_once_and_never_answers_conflict_for_its_own_write(faulty: Faulty, fault: str, minted: bool) -> None:
+    tally = Tally(faulty.name, "save" if minted else "save (foreign ids)", fault)
+    store = faulty.store()
+    root = new_response_id() if minted else f"ext-{faulty.prefix}-root"
+    await store.save(record(root))
+    chain = [root]
+    for i in range(ROUNDS[fault]):
+        rid = new_response_id(chain[-1]) if minted else f"ext-{faulty.prefix}-{i}"
+        thread_key = store.keys.thread(_thread(store, root))
+        result = await under_fault(faulty, tally, thread_key, "chain_save",
+                                   lambda: store.save(record(rid, parent=chain[-1]), expected_previous_response_id=chain[-1]))
+        if not isinstance(result, SessionError):
+            chain.append(rid)
+    resolved = await store.resolve_chain(chain[-1])
+    got = [s.id for s in resolved.sessions]
+    tally.lost = len(set(chain) - set(got))
+    tally.duplicated = len(got) - len(set(got))
+    assert got == chain
+    for rid in chain:  # every saved response is readable by its own id
+        assert (await store.get(rid)) is not None
+    await store.close()
+    tally.check()
+
+
+def _thread(store: RedisResponseSessionStore, root: str) -> str:
+    from redis_sessions.ids import thread_of
+    from redis_sessions.responses.store import foreign_root_thread
+
+    return thread_of(root) or foreign_root_thread(root)
+
+
+@FAULTS
+async def test_delete_answers_true_once_deleted_and_deletes_nothing_else(faulty: Faulty, fault: str) -> None:
+    tally = Tally(faulty.name, "delete", fault)
+    store = faulty.store()
+    root = new_response_id()
+    await store.save(record(root))
+    ids = [new_response_id(root) for _ in range(ROUNDS[fault])]
+    for rid in ids:
+        await store.save(record(rid, parent=root))
+    for rid in ids:
+        result = await under_fault(faulty, tally, store.keys.thread(_thread(store, root)), "chain_delete",
+                                   lambda: store.delete(rid))
+        if result is not True and not isinstance(result, SessionError):
+            tally.wrong_results += 1
+    for rid in ids:
+        tally.lost += (await store.get(rid)) is not None  # "lost" here: a delete that did not happen
+    assert (await store.get(root)) is not None  # nothing else deleted
+    await store.close()
+    tally.check()
+
+
+# -- item sessions ----------------------------------------------------------------------
+def msg(i: int) -> dict[str, Any]:
+    return {"type": "message", "role": "user", "content": f"m{i}"}
+
+
+@FAULTS
+async def test_add_items_appends_each_batch_exactly_once(faulty: Faulty, fault: str) -> None:
+    tally = Tally(faulty.name, "add_items", fault)
+    session = faulty.session("adds", ttl_seconds=600)
+    sent: list[dict[str, Any]] = []
+    for i in range(ROUNDS[fault]):
+        batch = [msg(2 * i), msg(2 * i + 1)]
+        result = await under_fault(faulty, tally, session._items_key, "items_add", lambda: session.add_items(batch))
+        if not isinstance(result, SessionError):
+            sent.extend(batch)
+    got = await session.get_items()
+    contents = [g["content"] for g in got]
+    tally.duplicated = len(contents) - len(set(contents))
+    tally.lost = len({s["content"] for s in sent} - set(contents))
+    assert got == sent
+    await session.close()
+    tally.check()
+
+
+@FAULTS
+async def test_pop_item_removes_exactly_the_item_it_returns(faulty: Faulty, fault: str) -> None:
+    tally = Tally(faulty.name, "pop_item", fault)
+    session = faulty.session("pops", ttl_seconds=600)
+    n = ROUNDS[fault]
+    await session.add_items([msg(i) for i in range(n)])
+    popped = []
+    for _ in range(n):
+        result = await under_fault(faulty, tally, session._items_key, "items_pop", session.pop_item)
+        if isinstance(result, dict):
+            popped.append(result["content"])
+        elif not isinstance(result, SessionError):
+            tally.wrong_results += 1
+    left = [g["content"] for g in await session.get_items()]
+    expected = [f"m{i}" for i in reversed(range(n))]
+    tally.duplicated = len(popped) - len(set(popped))
+    tally.lost = n - len(set(popped)) - len(left)
+    assert popped == expected and left == []
+    await session.close()
+    tally.check()
+
+
+@FAULTS
+async def test_compaction_replaces_once_and_reports_compacted(faulty: Faulty, fault: str) -> None:
+    tally = Tally(faulty.name, "compaction", fault)
+    session = faulty.session("compacts", ttl_seconds=600)
+
+    async def summarize(items: list[Any]) -> list[Any]:
+        return [{"type": "message", "role": "assistant", "content": f"summary of {len(items)}"}]
+
+    compacting = CompactionSession(session, summarize)
+    expected: list[str] = []
+    for i in range(ROUNDS[fault]):
+        await session.add_items([msg(i), msg(i + 1000)])
+        outcome = await under_fault(faulty, tally, session._items_key, "items_compact", lambda: compacting.compact(force=True))
+        if outcome == "conflict":
+            tally.false_conflicts += 1
+        elif outcome != "compacted" and not isinstance(outcome, SessionError):
+            tally.wrong_results += 1
+        expected = [f"summary of {3 if i else 2}"]
+    got = [g["content"] for g in await session.get_items()]
+    tally.duplicated = len(got) - 1 if got else 0
+    assert got == expected
+    await session.close()
+    tally.check()
+
+
+@FAULTS
+async def test_fork_creates_once_and_never_answers_conflict_for_its_own_copy(faulty: Faulty, fault: str) -> None:
+    tally = Tally(faulty.name, "fork", fault)
+    source = faulty.session("source", ttl_seconds=600)
+    await source.add_items([msg(0), msg(1)])
+    for i in range(ROUNDS[fault]):
+        target_id = f"fork-{i}"
+        target_key = faulty.session(target_id)._items_key
+        result = await under_fault(faulty, tally, target_key, "items_fork", lambda: source.fork(target_id))
+        if isinstance(result, SessionError):
+            continue
+        got = [g["content"] for g in await result.get_items()]
+        tally.duplicated += max(0, len(got) - 2)
+        tally.lost += max(0, 2 - len(got))
+    await source.close()
+    tally.check()
+
+
+@FAULTS
+async def test_clear_session_clears_and_answers(faulty: Faulty, fault: str) -> None:
+    tally = Tally(faulty.name, "clear_session", fault)
+    session = faulty.session("clears", ttl_seconds=600)
+    for i in range(ROUNDS[fault]):
+        await session.add_items([msg(i)])
+        await under_fault(faulty, tally, session._items_key, "items_clear", session.clear_session)
+        tally.lost += len(await session.get_items())  # "lost" here: a clear that did not happen
+    await session.close()
+    tally.check()
