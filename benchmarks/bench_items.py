@@ -108,7 +108,7 @@ async def main(url: str, n: int, rounds: int) -> None:
     prefix = f"bench{uuid.uuid4().hex[:8]}"
     ours = Side(
         lambda sid: RedisSession(sid, client=ours_client, key_prefix=prefix),
-        lambda s: [s._items_key, s._meta_key],
+        lambda s: [s._items_key],  # one key per session: header and items
         ours_client,
     )
     theirs = Side(

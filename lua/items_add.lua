@@ -1,18 +1,25 @@
--- Append encoded items to a session, atomically, and set the session's TTL.
--- KEYS[1] items list, KEYS[2] meta hash (same hash tag, so same slot)
--- ARGV[1] ttl in ms ("0": leave TTL alone), ARGV[2] epoch for a new session,
--- ARGV[3..] the encoded items, oldest first.
--- Meta (see redis_sessions/items/base.py): v version, e epoch, g rewrites.
--- An append bumps v only. Returns v.
+-- Append encoded items, atomically, and set the session's TTL. Returns v.
+-- KEYS[1] the session's list
+-- ARGV[1] ttl in ms ("0": none), ARGV[2] epoch if the session is new,
+-- ARGV[3] token, ARGV[4..] the encoded items, oldest first.
+-- A re-sent call (its token in the ring) appends nothing and returns the v
+-- the first run returned. A list from before headers gets one first.
+local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[3]
+local h, why = load(key)
+if why == 'corrupt' then return corrupt('header') end
+if h then
+  local r = find(h, tok)
+  if r then return replay(r) end
+end
+local was_empty = why == 'none' or (h ~= nil and redis.call('LLEN', key) == 1)
+if not h then h = fresh(ARGV[2]) end
+-- writes
 local n = #ARGV
-for i = 3, n, 1000 do
-  redis.call('RPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, n)))
+for i = 4, n, 1000 do
+  redis.call('RPUSH', key, unpack(ARGV, i, math.min(i + 999, n)))
 end
-local v = redis.call('HINCRBY', KEYS[2], 'v', 1)
-redis.call('HSETNX', KEYS[2], 'e', ARGV[2])
-local ttl = tonumber(ARGV[1])
-if ttl > 0 then
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
-end
-return v
+h.v = h.v + 1
+remember(h, tok, 'a' .. string.format('%d', h.v))
+save(key, h)
+expire(key, ttl, was_empty)
+return h.v

@@ -1,17 +1,30 @@
--- Create a forked session only if none exists under that id (1), else 0.
--- KEYS[1] target items list, KEYS[2] target meta hash
+-- Create a forked session only if the id holds no items (1), else 0.
+-- KEYS[1] the new session's list
 -- ARGV[1] ttl in ms ("0": none), ARGV[2] epoch, ARGV[3] source session id,
--- ARGV[4] source version the copy was taken at, ARGV[5..] encoded items.
-if redis.call('EXISTS', KEYS[1], KEYS[2]) > 0 then return 0 end
+-- ARGV[4] source version the copy was taken at, ARGV[5] token,
+-- ARGV[6..] the encoded items.
+-- An id with only a header (emptied or cleared) counts as free; its ring is
+-- kept so writes re-sent to it are still recognised. Copying nothing writes
+-- nothing. A re-sent call replies 1.
+local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[5]
+local h, why = load(key)
+if why == 'corrupt' then return corrupt('header') end
+if why == 'old' then return 0 end
+if h then
+  local r = find(h, tok)
+  if r then return replay(r) end
+  if redis.call('LLEN', key) > 1 then return 0 end
+end
+if #ARGV < 6 then return 1 end
+-- writes
+local f = fresh(ARGV[2])
+f.v, f.from, f.at = 1, ARGV[3], ARGV[4]
+if h then f.tl, f.rl, f.new = h.tl, h.rl, false end
+remember(f, tok, 'f')
 local n = #ARGV
-if n < 5 then return 1 end
-for i = 5, n, 1000 do
-  redis.call('RPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, n)))
+for i = 6, n, 1000 do
+  redis.call('RPUSH', key, unpack(ARGV, i, math.min(i + 999, n)))
 end
-redis.call('HSET', KEYS[2], 'v', 1, 'e', ARGV[2], 'forked_from', ARGV[3], 'forked_at', ARGV[4])
-local ttl = tonumber(ARGV[1])
-if ttl > 0 then
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
-end
+save(key, f)
+expire(key, ttl, h ~= nil)
 return 1

@@ -1,30 +1,40 @@
--- Remove and return the newest plausible item; drop garbage on the way.
--- KEYS[1] items list, KEYS[2] meta hash
--- ARGV[1] ttl in ms ("0" or absent: leave TTL alone)
--- Returns the encoded item, or nil when the session is empty. A pop bumps v
--- and g (rewrites). A session whose list becomes empty is deleted whole
--- (meta too): meta exists iff items do.
-local function plausible(e)
-  local b = string.byte(e, 1)
-  return b ~= nil and ((b >= 128 and b <= 143) or b == 222 or b == 223)
+-- Remove and return the newest plausible item, dropping non-items on the way.
+-- KEYS[1] the session's list
+-- ARGV[1] ttl in ms ("0": none), ARGV[2] epoch for a list from before
+-- headers, ARGV[3] token, ARGV[4] how many entries to drop at most (capped
+-- at SCAN_LIMIT).
+-- Replies the entry; nil when there is none; 1 when it dropped its limit of
+-- non-items and stopped (the caller calls again, with a new token). Never
+-- pops the header: a session whose last entry goes keeps its header, and so
+-- its ring, for its TTL (RETAIN_MS without one). A re-sent call replies what
+-- the first run replied and removes nothing more. Bumps v and g.
+local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[3]
+local limit = math.max(1, math.min(tonumber(ARGV[4]), SCAN_LIMIT))
+local h, why = load(key)
+if why == 'corrupt' then return corrupt('header') end
+if why == 'none' then return false end
+if h then
+  local r = find(h, tok)
+  if r then return replay(r) end
 end
-local found = false
-local changed = false
-while true do
-  local e = redis.call('RPOP', KEYS[1])
-  if not e then break end
-  changed = true
-  if plausible(e) then found = e; break end
-end
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('DEL', KEYS[2])
-elseif changed then
-  redis.call('HINCRBY', KEYS[2], 'v', 1)
-  redis.call('HINCRBY', KEYS[2], 'g', 1)
-  local ttl = tonumber(ARGV[1] or '0')
-  if ttl > 0 then
-    redis.call('PEXPIRE', KEYS[1], ttl)
-    redis.call('PEXPIRE', KEYS[2], ttl)
+local left = redis.call('LLEN', key) - (h and 1 or 0)
+if left == 0 then return false end
+if not h then h = fresh(ARGV[2]) end
+-- writes
+local found, dropped = false, 0
+while left > 0 and dropped < limit do
+  local e = redis.call('RPOP', key)
+  left = left - 1
+  if plausible(e) then
+    found = e
+    break
   end
+  dropped = dropped + 1
 end
-return found
+local result = 'n'
+if found then result = 'i' .. found elseif left > 0 then result = 'm' end
+h.v, h.g = h.v + 1, h.g + 1
+remember(h, tok, result)
+save(key, h)
+expire(key, ttl, false)
+return replay(result)

@@ -1,16 +1,19 @@
--- A consistent snapshot of a whole session: {v, e, g, item...}.
--- KEYS[1] items list, KEYS[2] meta hash
--- ARGV[1] sliding TTL in ms ("0": none)
--- Used by fork (the copy is this snapshot) and by compaction (e, g and the
--- number of entries read guard the later replacement).
-local meta = redis.call('HMGET', KEYS[2], 'v', 'e', 'g')
-local out = redis.call('LRANGE', KEYS[1], 0, -1)
-table.insert(out, 1, meta[3] or '0')
-table.insert(out, 1, meta[2] or '')
-table.insert(out, 1, meta[1] or '0')
-local ttl = tonumber(ARGV[1])
-if ttl > 0 then
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
+-- One page of a session's entries, for full reads, snapshots and forks.
+-- KEYS[1] the session's list
+-- ARGV[1] the first item to read (0: the oldest; the header is not counted),
+-- ARGV[2] how many (capped at SCAN_LIMIT), ARGV[3] sliding TTL in ms ("0": none).
+-- Replies ONE frame (see frame()): v, e, g, then the entries as stored. The
+-- caller reads pages until one comes back short, and starts over if e or g
+-- changed between pages (appends change neither and never move an entry).
+local key, start = KEYS[1], tonumber(ARGV[1])
+local count = math.max(1, math.min(tonumber(ARGV[2]), SCAN_LIMIT))
+local n, h, lo, bad = view(key)
+if bad then return corrupt('header') end
+local out = {string.format('%d', h and h.v or 0), h and h.e or '', string.format('%d', h and h.g or 0)}
+if n > lo + start then
+  local part = redis.call('LRANGE', key, lo + start, lo + start + count - 1)
+  for i = 1, #part do out[#out + 1] = part[i] end
 end
-return out
+local slide = tonumber(ARGV[3])
+if slide > 0 and n > 0 then redis.call('PEXPIRE', key, slide) end
+return frame(out)

@@ -7,15 +7,24 @@ With the default prefix ``rs``::
                                        p:<response id> -> parent id ("" for a root)
     rs:loc:<response id>        string thread tag of a response whose id was minted
                                        elsewhere (ids minted here carry it)
-    rs:{s:<session id>}:items   list   an item session's items, msgpack, oldest first
-    rs:{s:<session id>}:meta    hash   an item session's metadata: v (version, bumped by every
-                                       change), e (epoch, new per creation), g (bumped by every
-                                       change but an append), forked_from, forked_at
+    rs:{s:<session id>}:items   list   an item session, whole: index 0 is its header (metadata:
+                                       v version, e epoch, g rewrites, forked_from, forked_at;
+                                       and the ring of recent operation tokens), then its items,
+                                       msgpack, oldest first. See redis_sessions/items/header.py
+    rs:{s:<session id>}:meta    hash   the old layout's separate metadata: no longer written or
+                                       read (a list without a header at index 0 is read as items
+                                       only, and gets a header on its next write); purge deletes it
 
 Why a thread is one hash: a response and all its ancestors live under one key,
 so the save script (parent check + write) and the chain walk touch a single key
 in a single hash slot, which is what makes both atomic on Redis Cluster, and
 the whole chain shares one TTL, so no ancestor can expire before a descendant.
+Why an item session is one list, header included: items and metadata in two
+keys came apart under ``allkeys-lru`` (the list evicted, the hash kept), a
+purge or a slot migration (a two-key script gets ``TRYAGAIN`` while the slot
+moves; a one-key script follows ``ASK``). One key expires, is evicted, purged
+and migrated whole, and its one TTL covers everything.
+
 The braces are Redis Cluster hash tags; ids may not contain braces
 (:mod:`redis_sessions.ids`), so a caller can never move a key to another slot.
 """
@@ -56,6 +65,7 @@ class KeySpace:
         return f"{self.prefix}:{{s:{session_id}}}:items"
 
     def session_meta(self, session_id: str) -> str:
+        """The old layout's metadata hash: recognised (and purged) by the CLI, never used."""
         return f"{self.prefix}:{{s:{session_id}}}:meta"
 
     # -- scanning (CLI) ----------------------------------------------------

@@ -231,9 +231,15 @@ async def test_purge_refuses_without_yes_when_not_a_tty(seeded: Seeded) -> None:
 
 
 async def test_purge_all(seeded: Seeded) -> None:
+    client = client_for(seeded.url)
+    try:  # the metadata hash an item session had in the old two-key layout: still the prefix's own
+        await client.hset(KeySpace(seeded.prefix).session_meta("old"), "v", 1)
+    finally:
+        await client.aclose()
     result = ok_json("purge", "--yes", *seeded.args())
-    # 2 threads, 1 locator, the item session's list and meta
+    # 2 threads, 1 locator, the item session's one key, the old-layout meta hash
     assert result["deleted_keys"] == 5 and result["other_keys_left"] == 1
+    assert result["by_kind"] == {"thread": 2, "locator": 1, "items": 1, "meta": 1}
     left = sorted(k.decode() for k in await _keys(seeded.url, f"{seeded.prefix}*"))
     assert left == sorted([f"{seeded.prefix}:unrelated", f"{seeded.prefix}x:{{t}}:chain"])
 

@@ -7,10 +7,12 @@ from typing import Any, Optional
 
 import pytest
 from agents.memory import OpenAIResponsesCompactionAwareSession, Session, SessionSettings
+from redis.asyncio.cluster import RedisCluster
 
 from conftest import Backend
 from redis_sessions.errors import ErrorCode, SessionError
 from redis_sessions.items import CompactionSession, ItemSession, MemorySession, RedisSession
+from redis_sessions.items import header
 from redis_sessions.items.memory import DEFAULT_STORE
 from redis_sessions.keys import KeySpace
 from servers import free_port
@@ -42,8 +44,36 @@ async def push_raw(b: Backend, sid: str, data: bytes) -> None:
 async def prefix_keys(b: Backend) -> list[str]:
     """Every key this test wrote (all cluster primaries; memory records)."""
     if b.client is None:
-        return [k for k in DEFAULT_STORE._records if k.startswith(f"{b.prefix}:")]
-    return sorted(k.decode() for k in await b.client.keys(f"{b.prefix}:*"))
+        return sorted(k for k in DEFAULT_STORE.keys(b.clock()) if k.startswith(f"{b.prefix}:"))
+    if isinstance(b.client, RedisCluster):
+        found = await b.client.keys(f"{b.prefix}:*", target_nodes=RedisCluster.PRIMARIES)
+    else:
+        found = await b.client.keys(f"{b.prefix}:*")
+    return sorted(k.decode() for k in found)
+
+
+def key_of(b: Backend, sid: str = "s1") -> str:
+    return KeySpace(b.prefix).session_items(sid)
+
+
+async def pttl(b: Backend, sid: str = "s1") -> int:
+    """Like PTTL: ms left, -1 without a TTL, -2 without a key."""
+    if b.client is None:
+        raw = DEFAULT_STORE.raw(key_of(b, sid), b.clock())
+        if raw is None:
+            return -2
+        return -1 if raw[1] is None else raw[1] - int(b.clock() * 1000)
+    return int(await b.client.pttl(key_of(b, sid)))
+
+
+async def header_of(b: Backend, sid: str = "s1") -> header.Header:
+    if b.client is None:
+        raw = DEFAULT_STORE.raw(key_of(b, sid), b.clock())
+        assert raw is not None
+        first = raw[0][0]
+    else:
+        first = await b.client.lindex(key_of(b, sid), 0)
+    return header.ring(header.parse(first, "test"), "test")
 
 
 def expect_error(code: ErrorCode) -> Any:
@@ -161,7 +191,9 @@ async def test_pop_until_empty(backend: Backend) -> None:
     assert (await s.pop_item() or {})["content"] == "m0"
     assert await s.pop_item() is None
     assert await s.get_items() == []
-    assert await prefix_keys(backend) == []  # an emptied session is deleted whole
+    # An emptied session keeps its header (and token ring) for a while, then goes.
+    assert await prefix_keys(backend) == [key_of(backend)]
+    assert 0 < await pttl(backend) <= header.RETAIN_MS
 
 
 async def test_clear(backend: Backend) -> None:
@@ -223,14 +255,20 @@ async def test_corrupt_entries_dropped_by_pop(backend: Backend) -> None:
     assert await s.pop_item() is None
     await push_raw(backend, "s1", GARBAGE)
     assert await s.pop_item() is None
-    assert await prefix_keys(backend) == []
+    assert await prefix_keys(backend) == [key_of(backend)]
+    assert await s.get_items() == [] and (await header_of(backend)).tokens
 
 
 async def test_wrong_redis_type_is_corrupt(redis_backend: Backend, read_path: str) -> None:
     s = make(redis_backend)
     await redis_backend.client.set(KeySpace(redis_backend.prefix).session_items("s1"), b"x")
-    with expect_error(ErrorCode.RECORD_CORRUPT):
-        await s.add_items(msgs(1))
+    ops = (lambda: s.add_items(msgs(1)), s.pop_item, s.get_items, lambda: s.get_items(2), s.snapshot,
+           lambda: s.fork("f"), lambda: make(redis_backend, "src").fork("s1"), s.clear_session)
+    for op in ops:
+        await make(redis_backend, "src").add_items(msgs(1))
+        with expect_error(ErrorCode.RECORD_CORRUPT):
+            await op()
+    assert await redis_backend.client.get(KeySpace(redis_backend.prefix).session_items("s1")) == b"x"
 
 
 # -- ids ---------------------------------------------------------------------------
@@ -251,7 +289,9 @@ async def test_invalid_ids_are_refused(backend: Backend, bad_id: str) -> None:
 
 
 async def test_invalid_settings_are_refused(backend: Backend) -> None:
-    for kw in ({"ttl_seconds": 0}, {"ttl_seconds": -1}, {"ttl_seconds": "5"}, {"max_item_bytes": 0}):
+    for kw in ({"ttl_seconds": 0}, {"ttl_seconds": -1}, {"ttl_seconds": "5"}, {"max_item_bytes": 0},
+               {"ttl_seconds": float("nan")}, {"sliding_ttl": 1}, {"max_item_bytes": True},
+               {"max_batch_bytes": 0}, {"max_batch_bytes": 1.5}, {"max_batch_bytes": False}):
         with expect_error(ErrorCode.INPUT_INVALID):
             make(backend, **kw)
     with expect_error(ErrorCode.ID_INVALID):
@@ -300,38 +340,37 @@ async def test_no_ttl_means_no_expiry(clocked: Backend) -> None:
     assert len(await s.get_items()) == 1
 
 
-async def test_ttl_set_on_both_keys_in_one_script(redis_backend: Backend) -> None:
-    s = make(redis_backend, ttl_seconds=100)
-    ks = KeySpace(redis_backend.prefix)
-    for op in (s.add_items(msgs(3)), s.pop_item()):
-        await op
-        ttls = [await redis_backend.client.pttl(k) for k in (ks.session_items("s1"), ks.session_meta("s1"))]
-        assert all(90_000 < t <= 100_000 for t in ttls), ttls
-        assert abs(ttls[0] - ttls[1]) <= 5
+async def test_one_key_per_session_and_its_ttl_covers_everything(backend: Backend) -> None:
+    s = make(backend, ttl_seconds=100)
+    c = CompactionSession(s, _summarize)
+    ops = (lambda: s.add_items(msgs(12)), s.pop_item, lambda: c.compact(force=True), s.pop_item,
+           lambda: s.add_items(msgs(1)), s.clear_session)
+    for op in ops:
+        await op()
+        assert await prefix_keys(backend) == [key_of(backend)]  # items and metadata: one key
+        assert 90_000 < await pttl(backend) <= 100_000
+    await s.fork("f")
+    assert await prefix_keys(backend) == [key_of(backend), key_of(backend, "f")] or await s.get_items() == []
 
 
-async def test_sliding_ttl_renews_both_keys(redis_backend: Backend) -> None:
+async def test_sliding_ttl_renews_the_key(redis_backend: Backend) -> None:
     s = make(redis_backend, ttl_seconds=100, sliding_ttl=True)
-    ks = KeySpace(redis_backend.prefix)
-    keys = (ks.session_items("s1"), ks.session_meta("s1"))
     await s.add_items(msgs(3))
-    for k in keys:
-        await redis_backend.client.pexpire(k, 5000)
-    await s.get_items(2)
-    assert all(t > 90_000 for t in [await redis_backend.client.pttl(k) for k in keys])
+    for read in (lambda: s.get_items(2), s.get_items, s.snapshot):
+        await redis_backend.client.pexpire(key_of(redis_backend), 5000)
+        await read()
+        assert await pttl(redis_backend) > 90_000
 
 
 @pytest.mark.real
-async def test_real_short_ttl_expires_both_keys_together(real_backend: Backend) -> None:
+async def test_real_short_ttl_expires_the_session_whole(real_backend: Backend) -> None:
     s = make(real_backend, ttl_seconds=1)
-    ks = KeySpace(real_backend.prefix)
-    keys = (ks.session_items("s1"), ks.session_meta("s1"))
     await s.add_items(msgs(3))
-    assert [await real_backend.client.exists(k) for k in keys] == [1, 1]
+    assert await prefix_keys(real_backend) == [key_of(real_backend)]
     await asyncio.sleep(0.6)
     assert len(await s.get_items()) == 3
     await asyncio.sleep(0.6)
-    assert [await real_backend.client.exists(k) for k in keys] == [0, 0]
+    assert await prefix_keys(real_backend) == []
     assert await s.get_items() == []
 
 
@@ -377,13 +416,29 @@ async def test_fork_refuses_to_overwrite(backend: Backend) -> None:
         await s.fork("free")
 
 
-async def test_fork_records_its_source(redis_backend: Backend) -> None:
-    s = make(redis_backend)
+async def test_fork_records_its_source(backend: Backend) -> None:
+    s = make(backend)
     await s.add_items(msgs(2))
     await s.add_items(msgs(1))
     await s.fork("child")
-    meta = await redis_backend.client.hgetall(KeySpace(redis_backend.prefix).session_meta("child"))
-    assert meta[b"forked_from"] == b"s1" and meta[b"forked_at"] == b"2"
+    h = await header_of(backend, "child")
+    assert (h.forked_from, h.forked_at, h.version) == (b"s1", b"2", 1)
+    assert h.epoch != (await header_of(backend)).epoch
+
+
+async def test_fork_onto_an_emptied_session(backend: Backend) -> None:
+    s = make(backend)
+    await s.add_items(msgs(2))
+    taken = make(backend, "taken")
+    await taken.add_items(msgs(1, start=7))
+    assert await taken.pop_item() is not None  # header only now: free to fork onto
+    before = await header_of(backend, "taken")
+    f = await s.fork("taken")
+    assert texts(await f.get_items()) == ["m0", "m1"]
+    after = await header_of(backend, "taken")
+    assert after.tokens[:-1] == before.tokens  # its ring is kept
+    with expect_error(ErrorCode.STORE_CONFLICT):
+        await s.fork("taken")
 
 
 # -- compaction --------------------------------------------------------------------
@@ -546,7 +601,8 @@ async def test_compaction_to_nothing_deletes_session(backend: Backend) -> None:
         return []
 
     assert await CompactionSession(s, nothing).compact() == "compacted"
-    assert await s.get_items() == [] and await prefix_keys(backend) == []
+    assert await s.get_items() == [] and await prefix_keys(backend) == [key_of(backend)]
+    assert 0 < await pttl(backend) <= header.RETAIN_MS
 
 
 def test_compaction_wraps_only_item_sessions() -> None:

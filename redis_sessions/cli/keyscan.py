@@ -31,7 +31,10 @@ def _template(built: str) -> re.Pattern[str]:
 
 @dataclass(frozen=True)
 class KeyKinds:
-    """What each key of a prefix is: ``thread``, ``items``, ``meta``, ``locator`` or ``other``."""
+    """What each key of a prefix is: ``thread``, ``items``, ``meta``, ``locator`` or ``other``.
+
+    ``meta`` is the metadata hash of the old two-key item-session layout: no
+    longer written or read, still recognised so that ``purge`` deletes it."""
 
     keys: KeySpace
     patterns: tuple[tuple[str, re.Pattern[str]], ...] = field(init=False)

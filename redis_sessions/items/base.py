@@ -1,24 +1,44 @@
 """What every item session does, written once; the backends only move bytes.
 
-A session is an ordered list of encoded items (msgspec msgpack, oldest first)
-and a small meta record, stored under one hash tag (:mod:`redis_sessions.keys`)
-so every operation is one script on one Redis Cluster slot:
+A session is ONE Redis list, ``<prefix>:{s:<id>}:items`` (see
+:mod:`redis_sessions.keys`): a header at index 0 holding the metadata and the
+token ring (:mod:`.header`), then the encoded items (msgspec msgpack), oldest
+first. One key expires, is evicted, purged and migrated whole, and every
+operation is one script on that one key:
 
-- ``v``, the version: bumped by every mutation (append, pop, compaction).
-- ``e``, the epoch: a random value set when the session is created. Clear,
-  expiry, and a pop or compaction that empties the list delete the session,
-  so a recreated session always has a new epoch.
-- ``g``, the rewrite count: bumped by every mutation that is not a pure
-  append (pop, compaction).
+- ``v``, the version: bumped by every write.
+- ``e``, the epoch: a random value set when the session is created, cleared,
+  or forked onto. A session that expired and is written again is created
+  anew, so it has a new epoch too.
+- ``g``, the rewrite count: bumped by every write that is not a pure append
+  (pop, compaction, clear).
 
-Compaction reads (items, N entries, e, g) and later replaces entries
-``0..N-1`` only if e and g are unchanged: appends only ever add at the tail,
-so those entries are exactly what was read. The epoch is what makes this safe
-across a clear: a counter alone restarts with the recreated session, and a
-stale compaction could then rewrite a different history (ABA).
+Compaction reads (items, N items, e, g) and later replaces items ``1..N``
+only if e and g are unchanged: appends only ever add at the tail, so those
+items are exactly what was read. The epoch is what makes this safe across a
+clear or an expiry: a counter alone could come back to the same value (ABA).
 
-Meta exists iff the item list does, and every write sets the same TTL on both
-keys in the same script, so a session expires as a whole.
+Every write is idempotent. It carries a token made here, per call, and sent
+in the script's ARGV, so redis-py re-sending a command whose reply was lost
+(on a new connection, or as EVAL after NOSCRIPT) carries the same one; the
+script finds it in the ring, writes nothing and replies what the first run
+replied. A session object also remembers the token of a write that failed or
+was cancelled (a lost reply, a timeout, the ``bounded`` budget) and re-uses
+it if the next write on the object is the same operation (``add_items`` with
+the same encoded items, ``pop_item``, a fork to the same id, a replacement of
+the same snapshot with the same items), so a caller that retries after a
+``session.backend.*`` error gets exactly-once too; ``add_items(...,
+idempotency_key=...)`` does the same across processes. The ring's bounds are
+in :mod:`.header`.
+
+Every argument is checked here, before anything is sent; every script checks
+everything before its first write.
+
+Bounded work per script call: a pop drops at most ``SCAN_LIMIT`` non-items
+per call and the Python side calls again; reads scan or return at most
+``SCAN_LIMIT`` entries per call, and long reads (everything, snapshots,
+forks) go page by page, each page returning (e, g) so the read starts over if
+the list was rewritten between pages.
 
 Stored entries are bytes; items are encoded on the way in and decoded into
 fresh dicts on the way out, so no caller can reach stored state through an
@@ -34,7 +54,7 @@ from __future__ import annotations
 
 import secrets
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, TypeVar, Union, cast
 
 import msgspec
 
@@ -45,6 +65,7 @@ from ..ids import validate_id
 from ..keys import DEFAULT_PREFIX, KeySpace
 from ..models import Item
 from ..redis_client import bounded
+from . import header as hd
 
 if TYPE_CHECKING:
     # Typing only: the public methods use the SDK's item type so a session type-checks
@@ -53,18 +74,35 @@ if TYPE_CHECKING:
     from agents.memory import SessionSettings
 
 MAX_ITEM_BYTES = 1 << 20
+"""The default limit on one encoded item."""
+MAX_BATCH_BYTES = 4 << 20
+"""The default limit on the encoded items of one ``add_items`` (or one compaction's output)."""
+MAX_RESTARTS = 8
+"""Times a paged read starts over because the list was rewritten under it, before giving up."""
 _MAP_HEADERS = frozenset(range(0x80, 0x90)) | {0xDE, 0xDF}
 
 S = TypeVar("S", bound="ItemSession")
 
+PopReply = Union[bytes, None, int]
+"""A pop script's reply: the entry, None (nothing to pop), or 1 (dropped its limit of non-items; call again)."""
+
 
 class RawSnapshot(msgspec.Struct, frozen=True, kw_only=True):
-    """Every stored entry of a session as read in one atomic step."""
+    """Stored entries (items, not the header) and the header's counters, as read."""
 
     entries: list[bytes]
     version: int = 0
-    epoch: str = ""
+    epoch: bytes = b""
     rewrites: int = 0
+
+
+class TailSlice(NamedTuple):
+    """One items_get call: plausible entries (oldest first), e and g, and where to continue (-1: done)."""
+
+    entries: list[bytes]
+    epoch: bytes
+    rewrites: int
+    next: int
 
 
 class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
@@ -81,8 +119,13 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     rewrites: int
 
 
-def new_epoch() -> str:
-    return secrets.token_hex(8)
+def new_epoch() -> bytes:
+    return secrets.token_hex(8).encode()
+
+
+def new_token() -> bytes:
+    """An operation token: 96 random bits, hex (never ``:``, so never a caller's ``k:`` key)."""
+    return secrets.token_hex(12).encode()
 
 
 def plausible(entry: bytes) -> bool:
@@ -110,22 +153,30 @@ def resolve_limit(limit: Optional[int], settings: Optional["SessionSettings"]) -
     return max(0, limit)
 
 
-def encode_items(items: object, max_item_bytes: int) -> list[bytes]:
+def encode_items(items: object, max_item_bytes: int, max_batch_bytes: int) -> list[bytes]:
     """Validate and encode a whole batch before anything is written."""
     if not isinstance(items, list):
         raise SessionError(ErrorCode.INPUT_INVALID, f"items must be a list, got {type(items).__name__}")
     out: list[bytes] = []
+    total = 0
     for index, item in enumerate(items):
         if not isinstance(item, dict):
             raise SessionError(ErrorCode.INPUT_INVALID, f"item {index} must be a dict, got {type(item).__name__}")
         for key in item:
             if not isinstance(key, str):
                 raise SessionError(ErrorCode.INPUT_INVALID, f"item {index} has a non-string key {key!r}")
+        validate.nesting(item, f"item {index}")
         data = encode(item)
         if len(data) > max_item_bytes:
             raise SessionError(
                 ErrorCode.RECORD_TOO_LARGE,
                 f"item {index} encodes to {len(data)} bytes, the limit is {max_item_bytes}",
+            )
+        total += len(data)
+        if total > max_batch_bytes:
+            raise SessionError(
+                ErrorCode.RECORD_TOO_LARGE,
+                f"the items encode to more than {max_batch_bytes} bytes together (max_batch_bytes)",
             )
         out.append(data)
     return out
@@ -146,6 +197,11 @@ def decode_entries(entries: list[bytes], where: str) -> tuple[list[Item], int]:
     return items, len(entries) - len(items)
 
 
+def _restless(where: str) -> SessionError:
+    return SessionError(ErrorCode.STORE_CONFLICT,
+                        f"{where} was rewritten {MAX_RESTARTS} times while it was being read; try again")
+
+
 class ItemSession(ABC):
     """The Agents SDK ``Session`` protocol over one backend's primitives."""
 
@@ -163,6 +219,7 @@ class ItemSession(ABC):
         session_settings: Union["SessionSettings", dict[str, Any], None] = None,
         sliding_ttl: bool = False,
         max_item_bytes: int = MAX_ITEM_BYTES,
+        max_batch_bytes: int = MAX_BATCH_BYTES,
     ) -> None:
         self.session_id = validate_id(session_id, "session id")
         self.session_settings = coerce_settings(session_settings)
@@ -170,11 +227,12 @@ class ItemSession(ABC):
         self.ttl_seconds = ttl_seconds
         self.sliding_ttl = validate.flag(sliding_ttl, "sliding_ttl")
         self.max_item_bytes = validate.integer(max_item_bytes, "max_item_bytes", minimum=1, maximum=64 << 20)
-        keys = KeySpace(key_prefix)
-        self._items_key = keys.session_items(session_id)
-        self._meta_key = keys.session_meta(session_id)
+        self.max_batch_bytes = validate.integer(max_batch_bytes, "max_batch_bytes", minimum=1, maximum=256 << 20)
+        self._items_key = KeySpace(key_prefix).session_items(session_id)
         self._ttl_ms = validate.ttl_ms(ttl_seconds)
         self._slide_ms = self._ttl_ms if sliding_ttl else 0
+        # The last write on this object that failed or was cancelled: (operation, token, what it wrote).
+        self._pending: Optional[tuple[str, bytes, object]] = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.session_id!r}, key_prefix={self.key_prefix!r})"
@@ -182,56 +240,99 @@ class ItemSession(ABC):
     def _options(self) -> dict[str, Any]:
         """The settings a fork inherits."""
         return dict(key_prefix=self.key_prefix, ttl_seconds=self.ttl_seconds, session_settings=self.session_settings,
-                    sliding_ttl=self.sliding_ttl, max_item_bytes=self.max_item_bytes)
+                    sliding_ttl=self.sliding_ttl, max_item_bytes=self.max_item_bytes,
+                    max_batch_bytes=self.max_batch_bytes)
+
+    def _token(self, operation: str, what: object) -> bytes:
+        """The token for a write: the failed one's if this repeats it, else a new one.
+        Whatever this write is, it is the retry or it is not: the slot is consumed."""
+        pending, self._pending = self._pending, None
+        if pending is not None and pending[0] == operation and pending[2] == what:
+            return pending[1]
+        return new_token()
 
     # -- the Session protocol ----------------------------------------------
     @bounded
     async def get_items(self, limit: Optional[int] = None) -> list["TResponseInputItem"]:
         """The newest ``limit`` valid items (session settings' limit if None), oldest first.
 
-        One round trip; a second one (reading everything) only if an entry that
-        looked like an item fails to decode.
+        One round trip for a limit (more only past ``SCAN_LIMIT`` non-items,
+        or for more than ``SCAN_LIMIT`` items), and a full read if an entry
+        that looked like an item fails to decode. Without a limit, one round
+        trip per ``SCAN_LIMIT`` entries.
         """
         want = resolve_limit(limit, self.session_settings)
         if want == 0:
             return []
-        items, bad = decode_entries(await self._eng_tail(want), self._items_key)
-        if bad and want is not None:
-            items, _ = decode_entries(await self._eng_tail(None), self._items_key)
+        if want is None:
+            items, _ = decode_entries(await self._all_entries(), self._items_key)
+            return cast("list[TResponseInputItem]", items)
+        items, bad = decode_entries(await self._newest(want), self._items_key)
+        if bad:
+            items, _ = decode_entries(await self._all_entries(), self._items_key)
             items = items[-want:]
         return cast("list[TResponseInputItem]", items)
 
     @bounded
-    async def add_items(self, items: list["TResponseInputItem"]) -> None:
+    async def add_items(self, items: list["TResponseInputItem"], *, idempotency_key: Optional[str] = None) -> None:
         """Append ``items`` atomically (all or none) in one round trip, setting the TTL.
 
-        Every item is validated first (a dict with string keys, encodable, at
-        most ``max_item_bytes``); a bad one raises and nothing is written.
+        Every item is validated first (a dict with string keys, nested at most
+        ``validate.MAX_NESTING`` deep, encodable, at most ``max_item_bytes``,
+        and at most ``max_batch_bytes`` together); a bad one raises and nothing
+        is written. Exactly once under re-sends and caller retries (see the
+        module); ``idempotency_key`` (an id: no whitespace, control characters
+        or braces) makes a retry from another process exactly-once too, while
+        the session remembers it (the newest 16 writes; see :mod:`.header`).
         """
-        entries = encode_items(items, self.max_item_bytes)
-        if entries:
-            await self._eng_add(entries)
+        entries = encode_items(items, self.max_item_bytes, self.max_batch_bytes)
+        key = None if idempotency_key is None else validate_id(idempotency_key, "idempotency key")
+        if not entries:
+            return
+        token = self._token("add", entries) if key is None else b"k:" + key.encode("utf-8")
+        try:
+            await self._eng_add(entries, token, new_epoch())
+        except BaseException:
+            self._pending = ("add", token, entries)
+            raise
 
     @bounded
     async def pop_item(self) -> Optional["TResponseInputItem"]:
-        """Remove and return the newest valid item (None when empty), in one script call.
+        """Remove and return the newest valid item (None when empty).
 
-        Garbage met on the way is dropped by the same call; an entry that only
-        looked valid is dropped too and the pop repeats.
+        One script call, unless it first meets more than ``SCAN_LIMIT``
+        non-items (each call drops at most that many, then this calls again),
+        or an entry that only looked valid (dropped; the pop repeats).
+        Exactly once under re-sends and caller retries: a re-sent or retried
+        pop returns the item the first one removed, and removes nothing more.
         """
+        token = self._token("pop", None)
         while True:
-            entry = await self._eng_pop()
-            if entry is None:
-                return None
             try:
-                return cast("TResponseInputItem", decode_item(entry, self._items_key))
-            except SessionError:
-                continue
+                got = await self._eng_pop(token, new_epoch(), hd.SCAN_LIMIT)
+            except BaseException:
+                self._pending = ("pop", token, None)
+                raise
+            if got is None:
+                return None
+            if isinstance(got, bytes):
+                try:
+                    return cast("TResponseInputItem", decode_item(got, self._items_key))
+                except SessionError:
+                    pass
+            token = new_token()
 
     @bounded
     async def clear_session(self) -> None:
-        """Delete the whole session (items and meta) in one atomic step."""
-        await self._eng_clear()
+        """Remove every item in one atomic step.
+
+        The session's key stays behind as a header (a new epoch, the token
+        ring without popped items) for at most ten minutes (``RETAIN_MS``, or
+        the TTL if shorter), so that a write re-sent after the clear is still
+        recognised instead of landing in the cleared session.
+        """
+        self._pending = None
+        await self._eng_clear(new_token(), new_epoch())
 
     # -- beyond the protocol ------------------------------------------------
     @bounded
@@ -239,36 +340,41 @@ class ItemSession(ABC):
         """Copy the first ``upto`` valid items (all if None) into a new session and return it.
 
         The copy is a consistent snapshot of this session at one version (read
-        in one atomic step; the version is recorded as ``forked_at`` in the new
-        session's meta). The new session is created in one atomic step that
-        refuses (``session.store.conflict``) if a session with that id already
-        exists. The two steps are separate because the two sessions live in
-        different cluster slots: writes to this session after the read are not
-        in the fork. The fork has the same class and settings, and is
-        independent of this session afterwards.
+        page by page, starting over if the session is rewritten meanwhile; the
+        version is recorded as ``forked_at`` in the new session's header). The
+        new session is created in one atomic step that refuses
+        (``session.store.conflict``) if a session with that id holds items.
+        The two steps are separate because the two sessions live in different
+        cluster slots: writes to this session after the read are not in the
+        fork. The fork has the same class and settings, and is independent of
+        this session afterwards.
         """
         validate_id(new_session_id, "session id")
-        if upto is not None and (isinstance(upto, bool) or not isinstance(upto, int) or upto < 0):
-            raise SessionError(ErrorCode.INPUT_INVALID, f"upto must be a non-negative int or None, got {upto!r}")
+        validate.optional_integer(upto, "upto")
         if new_session_id == self.session_id:
             raise SessionError(ErrorCode.STORE_CONFLICT, f"cannot fork session {new_session_id!r} onto itself")
         target = self._spawn(new_session_id)
-        raw = await self._eng_read()
+        raw = await self._read_all()
         entries = [e for e in raw.entries if _decodes(e, self._items_key)]
         if upto is not None:
             entries = entries[:upto]
-        if not await target._eng_create(entries, self.session_id, raw.version):
+        token = self._token("fork", new_session_id)
+        try:
+            created = await target._eng_create(entries, self.session_id, raw.version, token, new_epoch())
+        except BaseException:
+            self._pending = ("fork", token, new_session_id)
+            raise
+        if not created:
             raise SessionError(ErrorCode.STORE_CONFLICT, f"session {new_session_id!r} already exists")
         return target
 
     @bounded
     async def snapshot(self) -> Snapshot:
-        """Every valid item plus the guard for :meth:`replace_prefix`, read atomically."""
-        raw = await self._eng_read()
+        """Every valid item plus the guard for :meth:`replace_prefix`, read consistently."""
+        raw = await self._read_all()
         items, _ = decode_entries(raw.entries, self._items_key)
-        return Snapshot(
-            items=items, count=len(raw.entries), version=raw.version, epoch=raw.epoch, rewrites=raw.rewrites
-        )
+        return Snapshot(items=items, count=len(raw.entries), version=raw.version,
+                        epoch=raw.epoch.decode("utf-8", "surrogateescape"), rewrites=raw.rewrites)
 
     @bounded
     async def replace_prefix(self, snapshot: Snapshot, items: list[Any]) -> bool:
@@ -278,37 +384,90 @@ class ItemSession(ABC):
         (no pop, clear, compaction or expiry); returns False and changes
         nothing otherwise. ``items`` are validated like :meth:`add_items`.
         """
-        entries = encode_items(items, self.max_item_bytes)
+        if not isinstance(snapshot, Snapshot):
+            raise SessionError(ErrorCode.INPUT_INVALID, f"snapshot must be a Snapshot, got {type(snapshot).__name__}")
+        validate.integer(snapshot.count, "snapshot.count")
+        validate.integer(snapshot.rewrites, "snapshot.rewrites")
+        if not isinstance(snapshot.epoch, str):
+            raise SessionError(ErrorCode.INPUT_INVALID, f"snapshot.epoch must be a str, got {snapshot.epoch!r}")
+        entries = encode_items(items, self.max_item_bytes, self.max_batch_bytes)
         if not snapshot.epoch:
             return False
-        return await self._eng_replace_prefix(snapshot, entries)
+        what = (snapshot.epoch, snapshot.rewrites, snapshot.count, entries)
+        token = self._token("compact", what)
+        try:
+            return await self._eng_replace_prefix(snapshot, entries, token)
+        except BaseException:
+            self._pending = ("compact", token, what)
+            raise
 
-    # -- backend primitives (each one atomic) -------------------------------
+    # -- reads, page by page ----------------------------------------------------
+    async def _newest(self, want: int) -> list[bytes]:
+        """The newest ``want`` plausible entries, oldest first."""
+        for _ in range(MAX_RESTARTS):
+            first = await self._eng_tail(want, -1, hd.SCAN_LIMIT)
+            if first.next < 0:
+                return first.entries
+            parts, have, more = [first.entries], len(first.entries), first
+            while more.next >= 0 and have < want:
+                more = await self._eng_tail(want - have, more.next, hd.SCAN_LIMIT)
+                if (more.epoch, more.rewrites) != (first.epoch, first.rewrites):
+                    break
+                parts.append(more.entries)
+                have += len(more.entries)
+            else:
+                return [entry for part in reversed(parts) for entry in part]
+        raise _restless(self._items_key)
+
+    async def _all_entries(self) -> list[bytes]:
+        return (await self._read_all()).entries
+
+    async def _read_all(self) -> RawSnapshot:
+        """Every stored item entry and the counters, consistent: pages from the oldest,
+        starting over if e or g changed between pages. The version is the last page's:
+        the entries read are exactly the list at that version."""
+        page = hd.SCAN_LIMIT
+        for _ in range(MAX_RESTARTS):
+            first = last = await self._eng_page(0, page)
+            entries = list(first.entries)
+            while len(last.entries) == page:
+                last = await self._eng_page(len(entries), page)
+                if (last.epoch, last.rewrites) != (first.epoch, first.rewrites):
+                    break
+                entries.extend(last.entries)
+            else:
+                return RawSnapshot(entries=entries, version=last.version, epoch=first.epoch, rewrites=first.rewrites)
+        raise _restless(self._items_key)
+
+    # -- backend primitives (each one atomic: one script) -------------------------
     @abstractmethod
     def _spawn(self: S, session_id: str) -> S:
         """A session of the same class and settings on the same backend."""
 
     @abstractmethod
-    async def _eng_add(self, entries: list[bytes]) -> None: ...
+    async def _eng_add(self, entries: list[bytes], token: bytes, epoch: bytes) -> int:
+        """items_add: the version after the append (or after the first run, for a re-send)."""
 
     @abstractmethod
-    async def _eng_tail(self, want: Optional[int]) -> list[bytes]:
-        """The newest ``want`` plausible entries (all entries if None), oldest first."""
+    async def _eng_tail(self, want: int, stop: int, budget: int) -> TailSlice:
+        """items_get: up to ``want`` plausible entries from index ``stop`` back (-1: the newest)."""
 
     @abstractmethod
-    async def _eng_pop(self) -> Optional[bytes]: ...
+    async def _eng_page(self, start: int, count: int) -> RawSnapshot:
+        """items_read: ``count`` entries from item ``start`` (0: the oldest)."""
 
     @abstractmethod
-    async def _eng_clear(self) -> None: ...
+    async def _eng_pop(self, token: bytes, epoch: bytes, limit: int) -> PopReply: ...
 
     @abstractmethod
-    async def _eng_read(self) -> RawSnapshot: ...
+    async def _eng_clear(self, token: bytes, epoch: bytes) -> int: ...
 
     @abstractmethod
-    async def _eng_create(self, entries: list[bytes], source_id: str, source_version: int) -> bool: ...
+    async def _eng_create(self, entries: list[bytes], source_id: str, source_version: int, token: bytes,
+                          epoch: bytes) -> bool: ...
 
     @abstractmethod
-    async def _eng_replace_prefix(self, snapshot: Snapshot, entries: list[bytes]) -> bool: ...
+    async def _eng_replace_prefix(self, snapshot: Snapshot, entries: list[bytes], token: bytes) -> bool: ...
 
 
 def _decodes(entry: bytes, where: str) -> bool:

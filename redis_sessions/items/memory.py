@@ -1,21 +1,29 @@
 """In-process item sessions: the same behaviour as Redis, for tests and single processes.
 
-:class:`MemoryStore` mirrors the ``lua/items_*.lua`` scripts step for step on
-plain Python data under a lock, so each primitive is atomic exactly like a
-script. It holds encoded bytes only. Expiry is lazy, against the injected
-clock: a session past its deadline is gone the next time anything looks, and
-writes sweep expired sessions now and then; there is no timer thread.
+:class:`MemoryStore` holds what Redis would hold: per key, a list of bytes
+(the header of :mod:`.header` at index 0, then the encoded items) and a
+deadline in integer milliseconds. Each ``lua/items_*.lua`` script is mirrored
+step for step by a method of the same name, over :class:`_Commands`, the few
+Redis list commands the scripts call, with Redis's own rules: a list that
+loses its last entry is deleted, a push creates a key without a TTL, and a
+key lives through its deadline millisecond (it is gone once ``now_ms >
+deadline_ms``). Every method runs under one lock, so it is atomic like a
+script. Expiry is lazy, against the injected clock, and writes sweep expired
+keys now and then; there is no timer thread. A differential test
+(``tests/test_items_differential.py``) holds the two implementations together.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ..clock import Clock, system_clock
+from ..errors import ErrorCode, SessionError
 from ..keys import DEFAULT_PREFIX, KeySpace
-from .base import MAX_ITEM_BYTES, ItemSession, RawSnapshot, Snapshot, new_epoch, plausible
+from . import header as hd
+from .base import MAX_BATCH_BYTES, MAX_ITEM_BYTES, ItemSession, PopReply, RawSnapshot, Snapshot, TailSlice, plausible
 
 if TYPE_CHECKING:
     from agents.memory import SessionSettings
@@ -24,150 +32,359 @@ _SWEEP_EVERY = 1024
 
 
 @dataclass
-class _Record:
-    """One session: its ``items`` list and its ``meta`` hash, which expire together."""
+class _Key:
+    entries: list[bytes]
+    deadline_ms: Optional[int] = None
 
-    items: list[bytes] = field(default_factory=list)
-    meta: dict[str, str] = field(default_factory=dict)
-    expires_at: Optional[float] = None
+
+def now_ms(seconds: float) -> int:
+    """The clock in whole milliseconds, as Redis counts them."""
+    return int(seconds * 1000)
+
+
+class _Commands:
+    """The Redis list commands the scripts use, on one store at one instant."""
+
+    def __init__(self, keys: dict[str, _Key], now: int) -> None:
+        self.keys = keys
+        self.now = now
+
+    def get(self, key: str) -> Optional[_Key]:
+        rec = self.keys.get(key)
+        if rec is not None and rec.deadline_ms is not None and self.now > rec.deadline_ms:
+            del self.keys[key]
+            return None
+        return rec
+
+    def llen(self, key: str) -> int:
+        rec = self.get(key)
+        return len(rec.entries) if rec else 0
+
+    def lindex0(self, key: str) -> Optional[bytes]:
+        rec = self.get(key)
+        return rec.entries[0] if rec else None
+
+    def lrange(self, key: str, start: int, stop: int) -> list[bytes]:
+        rec = self.get(key)
+        if rec is None:
+            return []
+        n = len(rec.entries)
+        start, stop = (start + n if start < 0 else start), (stop + n if stop < 0 else stop)
+        start, stop = max(start, 0), min(stop, n - 1)
+        return rec.entries[start:stop + 1] if start <= stop else []
+
+    def rpush(self, key: str, values: list[bytes]) -> None:
+        rec = self.get(key)
+        if rec is None:
+            rec = self.keys[key] = _Key([])
+        rec.entries.extend(values)
+
+    def lpush(self, key: str, values: list[bytes]) -> None:
+        rec = self.get(key)
+        if rec is None:
+            rec = self.keys[key] = _Key([])
+        rec.entries[:0] = reversed(values)
+
+    def rpop(self, key: str) -> Optional[bytes]:
+        rec = self.get(key)
+        if rec is None:
+            return None
+        entry = rec.entries.pop()
+        if not rec.entries:
+            del self.keys[key]
+        return entry
+
+    def lset0(self, key: str, value: bytes) -> None:
+        rec = self.get(key)
+        assert rec is not None
+        rec.entries[0] = value
+
+    def ltrim_from(self, key: str, start: int) -> None:
+        """LTRIM key start -1."""
+        rec = self.get(key)
+        if rec is None:
+            return
+        del rec.entries[:start]
+        if not rec.entries:
+            del self.keys[key]
+
+    def delete(self, key: str) -> None:
+        if self.get(key) is not None:
+            del self.keys[key]
+
+    def pexpire(self, key: str, ms: int) -> None:
+        rec = self.get(key)
+        if rec is not None:
+            rec.deadline_ms = self.now + ms
+
+    def persist(self, key: str) -> None:
+        rec = self.get(key)
+        if rec is not None:
+            rec.deadline_ms = None
+
+
+# -- items_lib.lua ---------------------------------------------------------------
+def _load(r: _Commands, key: str, where: str) -> tuple[Optional[hd.Header], str]:
+    first = r.lindex0(key)
+    if first is None:
+        return None, "none"
+    if not hd.is_header(first):
+        return None, "old"
+    try:
+        return hd.ring(hd.parse(first, where), where), ""
+    except SessionError:
+        return None, "corrupt"
+
+
+def _count(reply: PopReply) -> int:
+    """An integer reply, as redis-py gives it (nil would be None; no write of these replies one)."""
+    return reply if isinstance(reply, int) else 0
+
+
+def _corrupt(where: str) -> SessionError:
+    return SessionError(ErrorCode.RECORD_CORRUPT, f"{where}: the session header does not parse")
+
+
+def _save(r: _Commands, key: str, h: hd.Header) -> None:
+    if h.new:
+        r.lpush(key, [hd.dump(h)])
+    else:
+        r.lset0(key, hd.dump(h))
+
+
+def _expire(r: _Commands, key: str, ttl: int, was_empty: bool) -> None:
+    if ttl > 0:
+        r.pexpire(key, ttl)
+    elif r.llen(key) == 1:
+        r.pexpire(key, hd.RETAIN_MS)
+    elif was_empty:
+        r.persist(key)
+
+
+def _view(r: _Commands, key: str, where: str) -> tuple[int, Optional[hd.Header], int]:
+    n = r.llen(key)
+    if n == 0:
+        return 0, None, 0
+    first = r.lindex0(key)
+    assert first is not None
+    if not hd.is_header(first):
+        return n, None, 0
+    return n, hd.parse(first, where), 1
 
 
 class MemoryStore:
     """Sessions of one process, keyed like Redis keys. Safe to share between threads."""
 
     def __init__(self) -> None:
-        self._records: dict[str, _Record] = {}
+        self._keys: dict[str, _Key] = {}
         self._lock = threading.Lock()
         self._writes = 0
 
-    # -- helpers -------------------------------------------------------------
-    def _live(self, key: str, now: float) -> Optional[_Record]:
-        rec = self._records.get(key)
-        if rec is not None and rec.expires_at is not None and rec.expires_at <= now:
-            del self._records[key]
-            return None
-        return rec
+    def _commands(self, now: float) -> _Commands:
+        return _Commands(self._keys, now_ms(now))
 
-    def _touch(self, rec: _Record, ttl_ms: int, now: float) -> None:
-        if ttl_ms > 0:
-            rec.expires_at = now + ttl_ms / 1000.0
-
-    def _wrote(self, now: float) -> None:
+    def _wrote(self, r: _Commands) -> None:
         self._writes += 1
         if self._writes % _SWEEP_EVERY == 0:
-            for key in [k for k, r in self._records.items() if r.expires_at is not None and r.expires_at <= now]:
-                del self._records[key]
+            for key in list(self._keys):
+                r.get(key)
 
     # -- the scripts, mirrored ----------------------------------------------
-    def add(self, key: str, entries: list[bytes], ttl_ms: int, epoch: str, now: float) -> int:
+    def items_add(self, key: str, ttl: int, epoch: bytes, tok: bytes, entries: list[bytes], now: float,
+                  where: str) -> int:
         with self._lock:
-            rec = self._live(key, now)
-            if rec is None:
-                rec = self._records[key] = _Record()
-            rec.items.extend(entries)
-            version = int(rec.meta.get("v", "0")) + 1
-            rec.meta["v"] = str(version)
-            rec.meta.setdefault("e", epoch)
-            self._touch(rec, ttl_ms, now)
-            self._wrote(now)
-            return version
+            r = self._commands(now)
+            h, why = _load(r, key, where)
+            if why == "corrupt":
+                raise _corrupt(where)
+            if h is not None:
+                found = hd.find(h, tok)
+                if found is not None:
+                    return _count(hd.replay(found, where))
+            was_empty = why == "none" or (h is not None and r.llen(key) == 1)
+            if h is None:
+                h = hd.fresh(epoch)
+            # writes
+            r.rpush(key, entries)
+            h.version += 1
+            hd.remember(h, tok, b"a%d" % h.version)
+            _save(r, key, h)
+            _expire(r, key, ttl, was_empty)
+            self._wrote(r)
+            return h.version
 
-    def tail(self, key: str, want: Optional[int], slide_ms: int, now: float) -> list[bytes]:
+    def items_pop(self, key: str, ttl: int, epoch: bytes, tok: bytes, limit: int, now: float, where: str) -> PopReply:
         with self._lock:
-            rec = self._live(key, now)
-            if rec is None:
-                return []
-            self._touch(rec, slide_ms, now)
-            if want is None:
-                return list(rec.items)
-            found: list[bytes] = []
-            for entry in reversed(rec.items):
-                if len(found) == want:
-                    break
-                if plausible(entry):
-                    found.append(entry)
-            found.reverse()
-            return found
-
-    def pop(self, key: str, ttl_ms: int, now: float) -> Optional[bytes]:
-        with self._lock:
-            rec = self._live(key, now)
-            if rec is None:
+            r = self._commands(now)
+            limit = max(1, min(limit, hd.SCAN_LIMIT))
+            h, why = _load(r, key, where)
+            if why == "corrupt":
+                raise _corrupt(where)
+            if why == "none":
                 return None
+            if h is not None:
+                found_before = hd.find(h, tok)
+                if found_before is not None:
+                    return hd.replay(found_before, where)
+            left = r.llen(key) - (1 if h is not None else 0)
+            if left == 0:
+                return None
+            if h is None:
+                h = hd.fresh(epoch)
+            # writes
             found: Optional[bytes] = None
-            while rec.items:
-                entry = rec.items.pop()
-                if plausible(entry):
-                    found = entry
+            dropped = 0
+            while left > 0 and dropped < limit:
+                e = r.rpop(key)
+                assert e is not None
+                left -= 1
+                if plausible(e):
+                    found = e
                     break
-            if not rec.items:
-                del self._records[key]
-            else:
-                _bump(rec.meta, "v", "g")
-                self._touch(rec, ttl_ms, now)
-            self._wrote(now)
-            return found
+                dropped += 1
+            result = b"i" + found if found is not None else (b"m" if left > 0 else b"n")
+            h.version, h.rewrites = h.version + 1, h.rewrites + 1
+            hd.remember(h, tok, result)
+            _save(r, key, h)
+            _expire(r, key, ttl, False)
+            self._wrote(r)
+            return hd.replay(result, where)
 
-    def clear(self, key: str) -> None:
+    def items_clear(self, key: str, ttl: int, epoch: bytes, tok: bytes, now: float, where: str) -> int:
         with self._lock:
-            self._records.pop(key, None)
+            r = self._commands(now)
+            h, why = _load(r, key, where)
+            if why == "none":
+                return 0
+            if h is not None:
+                found = hd.find(h, tok)
+                if found is not None:
+                    return _count(hd.replay(found, where))
+            # writes
+            r.delete(key)
+            if why == "corrupt":
+                return 1
+            c = hd.fresh(epoch)
+            if h is not None:
+                c.version, c.rewrites, c.tokens, c.results = h.version + 1, h.rewrites + 1, h.tokens, h.results
+                hd.forget_items(c)
+            hd.remember(c, tok, b"z")
+            _save(r, key, c)
+            r.pexpire(key, ttl if 0 < ttl < hd.RETAIN_MS else hd.RETAIN_MS)
+            self._wrote(r)
+            return 1
 
-    def read(self, key: str, slide_ms: int, now: float) -> RawSnapshot:
+    def items_compact(self, key: str, ttl: int, epoch: bytes, rewrites: int, count: int, tok: bytes,
+                      entries: list[bytes], now: float, where: str) -> int:
         with self._lock:
-            rec = self._live(key, now)
-            if rec is None:
-                return RawSnapshot(entries=[])
-            self._touch(rec, slide_ms, now)
-            meta = rec.meta
-            return RawSnapshot(
-                entries=list(rec.items), version=int(meta.get("v", "0")), epoch=meta.get("e", ""),
-                rewrites=int(meta.get("g", "0")),
-            )
-
-    def create(self, key: str, entries: list[bytes], meta: dict[str, str], ttl_ms: int, now: float) -> bool:
-        with self._lock:
-            if self._live(key, now) is not None:
-                return False
+            r = self._commands(now)
+            h, why = _load(r, key, where)
+            if why == "corrupt":
+                raise _corrupt(where)
+            if h is None:
+                return 0
+            found = hd.find(h, tok)
+            if found is not None:
+                return _count(hd.replay(found, where))
+            if h.epoch != epoch or h.rewrites != rewrites:
+                return 0
+            length = r.llen(key)
+            if length - 1 < count:
+                return 0
+            # writes
+            h.version, h.rewrites, h.new = h.version + 1, h.rewrites + 1, True
+            hd.remember(h, tok, b"c")
+            r.ltrim_from(key, count + 1)
             if entries:
-                rec = self._records[key] = _Record(items=list(entries), meta=dict(meta))
-                self._touch(rec, ttl_ms, now)
-                self._wrote(now)
-            return True
+                r.lpush(key, list(reversed(entries)))
+            _save(r, key, h)
+            _expire(r, key, ttl, length == 1)
+            self._wrote(r)
+            return 1
 
-    def replace_prefix(self, key: str, seen: Snapshot, entries: list[bytes], ttl_ms: int, now: float) -> bool:
+    def items_fork(self, key: str, ttl: int, epoch: bytes, source_id: bytes, source_version: int, tok: bytes,
+                   entries: list[bytes], now: float, where: str) -> int:
         with self._lock:
-            rec = self._live(key, now)
-            if rec is None or len(rec.items) < seen.count:
-                return False
-            if rec.meta.get("e") != seen.epoch or rec.meta.get("g", "0") != str(seen.rewrites):
-                return False
-            rec.items[:seen.count] = entries
-            if not rec.items:
-                del self._records[key]
-                return True
-            _bump(rec.meta, "v", "g")
-            self._touch(rec, ttl_ms, now)
-            self._wrote(now)
-            return True
+            r = self._commands(now)
+            h, why = _load(r, key, where)
+            if why == "corrupt":
+                raise _corrupt(where)
+            if why == "old":
+                return 0
+            if h is not None:
+                found = hd.find(h, tok)
+                if found is not None:
+                    return _count(hd.replay(found, where))
+                if r.llen(key) > 1:
+                    return 0
+            if not entries:
+                return 1
+            # writes
+            f = hd.fresh(epoch)
+            f.version, f.forked_from, f.forked_at = 1, source_id, b"%d" % source_version
+            if h is not None:
+                f.tokens, f.results, f.new = h.tokens, h.results, False
+            hd.remember(f, tok, b"f")
+            r.rpush(key, entries)
+            _save(r, key, f)
+            _expire(r, key, ttl, h is not None)
+            self._wrote(r)
+            return 1
+
+    def items_get(self, key: str, want: int, stop: int, budget: int, slide: int, now: float,
+                  where: str) -> TailSlice:
+        with self._lock:
+            r = self._commands(now)
+            budget = max(1, min(budget, hd.SCAN_LIMIT))
+            n, h, lo = _view(r, key, where)
+            if stop < 0:
+                stop = n - 1
+            found: list[bytes] = []  # newest first
+            window = want
+            while len(found) < want and stop >= lo and budget > 0:
+                start = max(lo, stop - min(window, budget) + 1)
+                part = r.lrange(key, start, stop)
+                for e in reversed(part):
+                    if plausible(e):
+                        found.append(e)
+                        if len(found) == want:
+                            break
+                budget -= len(part)
+                stop = start - 1
+                window *= 2
+            if slide > 0 and n > 0:
+                r.pexpire(key, slide)
+            found.reverse()
+            more = stop if len(found) < want and stop >= lo else -1
+            return TailSlice(found, h.epoch if h else b"", h.rewrites if h else 0, more)
+
+    def items_read(self, key: str, start: int, count: int, slide: int, now: float, where: str) -> RawSnapshot:
+        with self._lock:
+            r = self._commands(now)
+            count = max(1, min(count, hd.SCAN_LIMIT))
+            n, h, lo = _view(r, key, where)
+            part = r.lrange(key, lo + start, lo + start + count - 1) if n > lo + start else []
+            if slide > 0 and n > 0:
+                r.pexpire(key, slide)
+            return RawSnapshot(entries=part, version=h.version if h else 0, epoch=h.epoch if h else b"",
+                               rewrites=h.rewrites if h else 0)
 
     # -- for tests and tools ----------------------------------------------------
     def push_raw(self, key: str, data: bytes, now: float) -> None:
         """Append bytes as-is, like ``RPUSH`` by a foreign writer (tests write garbage this way)."""
         with self._lock:
-            rec = self._live(key, now)
-            if rec is None:
-                rec = self._records[key] = _Record()
-            rec.items.append(bytes(data))
+            self._commands(now).rpush(key, [bytes(data)])
 
-    def meta(self, key: str, now: float) -> dict[str, str]:
+    def raw(self, key: str, now: float) -> Optional[tuple[list[bytes], Optional[int]]]:
+        """What the key holds: its entries (header included) and its deadline in ms, or None."""
         with self._lock:
-            rec = self._live(key, now)
-            return dict(rec.meta) if rec is not None else {}
+            rec = self._commands(now).get(key)
+            return (list(rec.entries), rec.deadline_ms) if rec is not None else None
 
-
-def _bump(meta: dict[str, str], *fields: str) -> None:
-    for name in fields:
-        meta[name] = str(int(meta.get(name, "0")) + 1)
+    def keys(self, now: float) -> list[str]:
+        with self._lock:
+            r = self._commands(now)
+            return [k for k in list(self._keys) if r.get(k) is not None]
 
 
 DEFAULT_STORE = MemoryStore()
@@ -190,6 +407,7 @@ class MemorySession(ItemSession):
         session_settings: Union["SessionSettings", dict[str, Any], None] = None,
         sliding_ttl: bool = False,
         max_item_bytes: int = MAX_ITEM_BYTES,
+        max_batch_bytes: int = MAX_BATCH_BYTES,
         clock: Clock = system_clock,
         store: Optional[MemoryStore] = None,
     ) -> None:
@@ -200,9 +418,11 @@ class MemorySession(ItemSession):
             session_settings=session_settings,
             sliding_ttl=sliding_ttl,
             max_item_bytes=max_item_bytes,
+            max_batch_bytes=max_batch_bytes,
         )
         self.clock = clock
         self.store = store if store is not None else DEFAULT_STORE
+        self._where = f"item session {session_id!r}"
 
     def _spawn(self, session_id: str) -> MemorySession:
         return MemorySession(session_id, clock=self.clock, store=self.store, **self._options())
@@ -210,29 +430,31 @@ class MemorySession(ItemSession):
     async def close(self) -> None:
         """Nothing to release; here so both backends can be used the same way."""
 
-    async def _eng_add(self, entries: list[bytes]) -> None:
-        self.store.add(self._items_key, entries, self._ttl_ms, new_epoch(), self.clock())
+    async def _eng_add(self, entries: list[bytes], token: bytes, epoch: bytes) -> int:
+        return self.store.items_add(self._items_key, self._ttl_ms, epoch, token, entries, self.clock(), self._where)
 
-    async def _eng_tail(self, want: Optional[int]) -> list[bytes]:
-        return self.store.tail(self._items_key, want, self._slide_ms, self.clock())
+    async def _eng_tail(self, want: int, stop: int, budget: int) -> TailSlice:
+        return self.store.items_get(self._items_key, want, stop, budget, self._slide_ms, self.clock(), self._where)
 
-    async def _eng_pop(self) -> Optional[bytes]:
-        return self.store.pop(self._items_key, self._ttl_ms, self.clock())
+    async def _eng_page(self, start: int, count: int) -> RawSnapshot:
+        return self.store.items_read(self._items_key, start, count, self._slide_ms, self.clock(), self._where)
 
-    async def _eng_clear(self) -> None:
-        self.store.clear(self._items_key)
+    async def _eng_pop(self, token: bytes, epoch: bytes, limit: int) -> PopReply:
+        return self.store.items_pop(self._items_key, self._ttl_ms, epoch, token, limit, self.clock(), self._where)
 
-    async def _eng_read(self) -> RawSnapshot:
-        return self.store.read(self._items_key, self._slide_ms, self.clock())
+    async def _eng_clear(self, token: bytes, epoch: bytes) -> int:
+        return self.store.items_clear(self._items_key, self._ttl_ms, epoch, token, self.clock(), self._where)
 
-    async def _eng_create(self, entries: list[bytes], source_id: str, source_version: int) -> bool:
-        meta = {"v": "1", "e": new_epoch(), "forked_from": source_id, "forked_at": str(source_version)}
-        return self.store.create(self._items_key, entries, meta, self._ttl_ms, self.clock())
+    async def _eng_create(self, entries: list[bytes], source_id: str, source_version: int, token: bytes,
+                          epoch: bytes) -> bool:
+        return bool(self.store.items_fork(self._items_key, self._ttl_ms, epoch, source_id.encode(), source_version,
+                                          token, entries, self.clock(), self._where))
 
-    async def _eng_replace_prefix(self, snapshot: Snapshot, entries: list[bytes]) -> bool:
-        return self.store.replace_prefix(self._items_key, snapshot, entries, self._ttl_ms, self.clock())
+    async def _eng_replace_prefix(self, snapshot: Snapshot, entries: list[bytes], token: bytes) -> bool:
+        return bool(self.store.items_compact(self._items_key, self._ttl_ms, snapshot.epoch.encode(), snapshot.rewrites,
+                                             snapshot.count, token, entries, self.clock(), self._where))
 
 
 def memory_key(session_id: str, key_prefix: str = DEFAULT_PREFIX) -> str:
-    """The key a MemoryStore files a session under (the Redis items key)."""
+    """The key a MemoryStore files a session under (the Redis key)."""
     return KeySpace(key_prefix).session_items(session_id)

@@ -1,37 +1,56 @@
-"""Item sessions in Redis: every primitive is one ``lua/items_*.lua`` script call.
+"""Item sessions in Redis: every primitive is one ``lua/items_*.lua`` script call on ONE key.
 
-Both keys of a session share the hash tag ``{s:<session id>}`` (see
-:mod:`redis_sessions.keys`), so each script touches one cluster slot and runs
-atomically on a standalone server and on Redis Cluster alike. ``fork`` is the
-one operation that spans two sessions, hence two slots; see
+A session is one list, ``<prefix>:{s:<session id>}:items`` (see
+:mod:`redis_sessions.keys` and :mod:`.header`), so each script touches one
+key in one cluster slot: it runs atomically on a standalone server and on
+Redis Cluster alike, and during a slot migration it follows ``ASK`` instead
+of failing with ``TRYAGAIN`` as a two-key script would. ``fork`` is the one
+operation that spans two sessions, hence two slots; see
 :meth:`ItemSession.fork` for what it guarantees.
+
+Every script is sent with ``lua/items_lib.lua`` in front of it (the header
+codec and the token ring; Redis scripts cannot load one another).
 
 The client must return bytes (the default; not ``decode_responses=True``).
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Union, cast
 
 import msgspec
+from redis import exceptions as rx
 from redis.utils import HIREDIS_AVAILABLE
 
 from ..errors import ErrorCode, SessionError
 from ..keys import DEFAULT_PREFIX
-from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, as_text, translate_errors
+from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, translate_errors
 from ..scripts import LuaScript, script
-from .base import MAX_ITEM_BYTES, ItemSession, RawSnapshot, Snapshot, new_epoch
+from . import header as hd
+from .base import MAX_BATCH_BYTES, MAX_ITEM_BYTES, ItemSession, PopReply, RawSnapshot, Snapshot, TailSlice
 
 if TYPE_CHECKING:
     from agents.memory import SessionSettings
 
-_ADD = script("items_add")
-_GET = script("items_get")
-_POP = script("items_pop")
-_CLEAR = script("items_clear")
-_READ = script("items_read")
-_FORK = script("items_fork")
-_COMPACT = script("items_compact")
+
+class ItemsScript(LuaScript):
+    """An ``items_*`` script with ``lua/items_lib.lua`` in front of it (same SHA rules)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.source = script("items_lib").source + "\n" + self.source
+        self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
+
+
+_ADD = ItemsScript("items_add")
+_GET = ItemsScript("items_get")
+_POP = ItemsScript("items_pop")
+_CLEAR = ItemsScript("items_clear")
+_READ = ItemsScript("items_read")
+_FORK = ItemsScript("items_fork")
+_COMPACT = ItemsScript("items_compact")
+SCRIPTS = (_ADD, _GET, _POP, _CLEAR, _READ, _FORK, _COMPACT)
 
 # With hiredis parsing replies in C, a plain LRANGE of the newest entries beats the
 # script's packed reply (measured, get_items(limit=20): 10.4k vs 7.4k ops/s); with
@@ -41,8 +60,11 @@ _PLAIN_READS = HIREDIS_AVAILABLE
 # The first byte of a msgpack map (fixmap, map16, map32): what an encoded item starts with.
 _MAP_STARTS = frozenset(bytes([b]) for b in (*range(0x80, 0x90), 0xDE, 0xDF))
 
-# items_get replies with one msgpack array of bin values (see the script).
+# items_get and items_read reply with one msgpack array of bin values (see frame() in items_lib.lua).
 _FRAMES = msgspec.msgpack.Decoder(list[bytes])
+
+# Errors the scripts raise themselves (items_lib.lua), and what they mean here.
+_SCRIPT_ERRORS = {"RSCORRUPT": ErrorCode.RECORD_CORRUPT, "RSFORGOTTEN": ErrorCode.STORE_CONFLICT}
 
 
 class RedisSession(ItemSession):
@@ -63,6 +85,7 @@ class RedisSession(ItemSession):
         session_settings: Union["SessionSettings", dict[str, Any], None] = None,
         sliding_ttl: bool = False,
         max_item_bytes: int = MAX_ITEM_BYTES,
+        max_batch_bytes: int = MAX_BATCH_BYTES,
         timeout: Optional[float] = DEFAULT_TIMEOUT,
         link: Optional[RedisLink] = None,
     ) -> None:
@@ -75,10 +98,10 @@ class RedisSession(ItemSession):
             session_settings=session_settings,
             sliding_ttl=sliding_ttl,
             max_item_bytes=max_item_bytes,
+            max_batch_bytes=max_batch_bytes,
         )
-        self._keys = (self._items_key, self._meta_key)
+        self._keys = (self._items_key,)
         self._where = f"item session {session_id!r}"
-        self._pop_args = [self._ttl_ms] if self._ttl_ms else []
 
     @classmethod
     def from_url(
@@ -92,6 +115,7 @@ class RedisSession(ItemSession):
         session_settings: Union["SessionSettings", dict[str, Any], None] = None,
         sliding_ttl: bool = False,
         max_item_bytes: int = MAX_ITEM_BYTES,
+        max_batch_bytes: int = MAX_BATCH_BYTES,
         timeout: Optional[float] = DEFAULT_TIMEOUT,
         redis_kwargs: Optional[Mapping[str, Any]] = None,
     ) -> RedisSession:
@@ -106,6 +130,7 @@ class RedisSession(ItemSession):
             session_settings=session_settings,
             sliding_ttl=sliding_ttl,
             max_item_bytes=max_item_bytes,
+            max_batch_bytes=max_batch_bytes,
         )
 
     @property
@@ -124,49 +149,93 @@ class RedisSession(ItemSession):
     async def _call(self, lua: LuaScript, args: Sequence[Any]) -> Any:
         try:
             return await lua(self.link.client, self._keys, args)
+        except rx.ResponseError as exc:
+            text = str(exc)
+            code = _SCRIPT_ERRORS.get(text.split(" ", 1)[0])
+            if code is not None:
+                raise SessionError(code, f"{self._where}: {text.split(' ', 1)[-1]}") from None
+            async with translate_errors(self._where):
+                raise
         except Exception:
             # Only the failure path pays for the context manager.
             async with translate_errors(self._where):
                 raise
 
-    async def _eng_add(self, entries: list[bytes]) -> None:
-        await self._call(_ADD, [self._ttl_ms, new_epoch(), *entries])
-
-    async def _eng_tail(self, want: Optional[int]) -> list[bytes]:
-        if _PLAIN_READS and not self._slide_ms:
-            # The usual case needs no script: one plain LRANGE, kept if every entry
-            # looks like an encoded item. Otherwise items_get skips the garbage and
-            # reads further back, in one call.
-            try:
-                entries = cast("list[bytes]", await self.link.client.lrange(self._items_key, 0 if want is None else -want, -1))
-            except Exception:
-                async with translate_errors(self._where):
-                    raise
-            if want is None or all(e[:1] in _MAP_STARTS for e in entries):
-                return entries
-        args = [-1 if want is None else want]
-        if self._slide_ms:
-            args.append(self._slide_ms)
-        blob = await self._call(_GET, args)
+    def _frames(self, blob: object) -> list[bytes]:
         try:
-            return _FRAMES.decode(blob)
+            frames = _FRAMES.decode(cast(bytes, blob))
         except (msgspec.DecodeError, TypeError) as exc:
-            raise SessionError(ErrorCode.RECORD_CORRUPT, f"{self._where}: unreadable reply from items_get: {exc}") from None
+            raise SessionError(ErrorCode.RECORD_CORRUPT, f"{self._where}: unreadable script reply: {exc}") from None
+        if len(frames) < 3:
+            raise SessionError(ErrorCode.RECORD_CORRUPT, f"{self._where}: a script reply is too short")
+        return frames
 
-    async def _eng_pop(self) -> Optional[bytes]:
-        result: Optional[bytes] = await self._call(_POP, self._pop_args)
-        return result
+    async def _lrange(self, start: int, stop: int) -> list[bytes]:
+        try:
+            return cast("list[bytes]", await self.link.client.lrange(self._items_key, start, stop))
+        except Exception:
+            async with translate_errors(self._where):
+                raise
 
-    async def _eng_clear(self) -> None:
-        await self._call(_CLEAR, [])
+    # -- reads without a script, when hiredis parses replies -----------------------
+    async def _newest(self, want: int) -> list[bytes]:
+        if _PLAIN_READS and not self._slide_ms and want < hd.SCAN_LIMIT:
+            # One LRANGE of the newest want+1 entries: if all of them came back, the
+            # oldest is dropped (the header, or an item older than the newest want);
+            # otherwise the list was shorter and index 0 is the header (or, in a list
+            # from before headers, an item). Kept if every entry looks like an item;
+            # otherwise items_get skips the garbage.
+            entries = await self._lrange(-(want + 1), -1)
+            if len(entries) > want:
+                entries = entries[1:]
+            elif entries and hd.is_header(entries[0]):
+                hd.parse(entries[0], self._where)
+                entries = entries[1:]
+            if all(e[:1] in _MAP_STARTS for e in entries):
+                return entries
+        return await super()._newest(want)
 
-    async def _eng_read(self) -> RawSnapshot:
-        reply = await self._call(_READ, [self._slide_ms])
-        return RawSnapshot(entries=reply[3:], version=int(reply[0]), epoch=as_text(reply[1]), rewrites=int(reply[2]))
+    async def _all_entries(self) -> list[bytes]:
+        if _PLAIN_READS and not self._slide_ms:
+            entries = await self._lrange(0, hd.SCAN_LIMIT)
+            if len(entries) <= hd.SCAN_LIMIT:  # the whole list, in one command
+                if entries and hd.is_header(entries[0]):
+                    hd.parse(entries[0], self._where)
+                    entries = entries[1:]
+                return entries
+        return await super()._all_entries()
 
-    async def _eng_create(self, entries: list[bytes], source_id: str, source_version: int) -> bool:
-        return bool(await self._call(_FORK, [self._ttl_ms, new_epoch(), source_id, source_version, *entries]))
+    # -- the scripts ------------------------------------------------------------
+    async def _eng_add(self, entries: list[bytes], token: bytes, epoch: bytes) -> int:
+        return int(await self._call(_ADD, [self._ttl_ms, epoch, token, *entries]))
 
-    async def _eng_replace_prefix(self, snapshot: Snapshot, entries: list[bytes]) -> bool:
-        args = [self._ttl_ms, snapshot.epoch, snapshot.rewrites, snapshot.count, *entries]
+    async def _eng_tail(self, want: int, stop: int, budget: int) -> TailSlice:
+        frames = self._frames(await self._call(_GET, [want, stop, budget, self._slide_ms]))
+        return TailSlice(frames[3:], frames[0], self._int(frames[1]), self._int(frames[2]))
+
+    async def _eng_page(self, start: int, count: int) -> RawSnapshot:
+        frames = self._frames(await self._call(_READ, [start, count, self._slide_ms]))
+        return RawSnapshot(entries=frames[3:], version=self._int(frames[0]), epoch=frames[1],
+                           rewrites=self._int(frames[2]))
+
+    async def _eng_pop(self, token: bytes, epoch: bytes, limit: int) -> PopReply:
+        return cast(PopReply, await self._call(_POP, [self._ttl_ms, epoch, token, limit]))
+
+    async def _eng_clear(self, token: bytes, epoch: bytes) -> int:
+        return int(await self._call(_CLEAR, [self._ttl_ms, epoch, token]))
+
+    async def _eng_create(self, entries: list[bytes], source_id: str, source_version: int, token: bytes,
+                          epoch: bytes) -> bool:
+        args = [self._ttl_ms, epoch, source_id, source_version, token, *entries]
+        return bool(await self._call(_FORK, args))
+
+    async def _eng_replace_prefix(self, snapshot: Snapshot, entries: list[bytes], token: bytes) -> bool:
+        epoch = snapshot.epoch.encode("utf-8", "surrogateescape")
+        args = [self._ttl_ms, epoch, snapshot.rewrites, snapshot.count, token, *entries]
         return bool(await self._call(_COMPACT, args))
+
+    def _int(self, value: bytes) -> int:
+        try:
+            return int(value)
+        except ValueError:
+            raise SessionError(ErrorCode.RECORD_CORRUPT, f"{self._where}: a counter is not an integer: {value!r}") from None
