@@ -13,11 +13,17 @@ calls ``run_compaction(args)`` after a turn. One compaction:
    summary; if a pop, clear, expiry or another compaction happened, nothing
    is written.
 
+Step 3 is idempotent like every write (:mod:`.base`): re-sent after a lost
+reply, or retried by the caller with the same snapshot and output, it
+replaces once and reports success.
+
 A raced compaction returns quietly (``compact()`` reports ``"conflict"``):
 the history is intact, and the next turn compacts again, so failing the
 agent's run would gain nothing. A compactor that raises propagates its error,
 also with the history untouched; so does invalid compactor output
-(``session.input.invalid`` / ``session.record.too_large``).
+(``session.input.invalid``, or ``session.record.too_large`` past
+``max_item_bytes`` per item or ``max_batch_bytes`` in all), and a damaged
+session header (``session.record.corrupt``).
 """
 
 from __future__ import annotations
@@ -88,8 +94,8 @@ class CompactionSession:
     async def get_items(self, limit: Optional[int] = None) -> list["TResponseInputItem"]:
         return await self.underlying.get_items(limit)
 
-    async def add_items(self, items: list["TResponseInputItem"]) -> None:
-        await self.underlying.add_items(items)
+    async def add_items(self, items: list["TResponseInputItem"], *, idempotency_key: Optional[str] = None) -> None:
+        await self.underlying.add_items(items, idempotency_key=idempotency_key)
 
     async def pop_item(self) -> Optional["TResponseInputItem"]:
         return await self.underlying.pop_item()

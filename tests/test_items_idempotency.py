@@ -1,0 +1,391 @@
+"""Every item-session write applies exactly once, on every backend.
+
+Two ways a write can arrive twice. redis-py's Retry re-sends a script whose
+reply was lost after the server ran it: simulated here by calling a session's
+engine primitive (one script call) twice with the same token. And a caller
+retries a call that failed (a lost reply, a timeout, a cancellation):
+simulated with a client whose replies get lost or delayed after the server
+ran the script (a wrapper around the store's methods on the memory backend).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Awaitable, Callable
+
+import pytest
+from redis import exceptions as rx
+
+from conftest import Backend
+from redis_sessions.codec import encode
+from redis_sessions.errors import ErrorCode, SessionError
+from redis_sessions.items import CompactionSession, ItemSession, MemorySession, RedisSession
+from redis_sessions.items import header as hd
+from redis_sessions.items.redis import SCRIPTS
+from test_items import _summarize, expect_error, header_of, key_of, make, msgs, prefix_keys, pttl, texts
+
+# Each write script, and the MemorySession primitive that mirrors it.
+WRITES = {"items_add": "_eng_add", "items_pop": "_eng_pop", "items_clear": "_eng_clear",
+          "items_fork": "_eng_create", "items_compact": "_eng_replace_prefix"}
+TOKEN, EPOCH = b"fixed-token", b"fixed-epoch"
+
+
+class Lossy:
+    """Loses (or delays) the replies of chosen scripts after they ran.
+
+    On Redis backends it wraps the client (the session reaches Redis through
+    it); on memory, the session primitives that run those scripts' mirrors.
+    """
+
+    def __init__(self, b: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.b = b
+        self.lose: dict[str, int] = {}
+        self.delay: dict[str, float] = {}
+        self.ran: list[str] = []
+        self._names = {s.sha: s.name for s in SCRIPTS}
+        if b.client is None:
+            for name, method in WRITES.items():
+                monkeypatch.setattr(MemorySession, method, self._wrap_engine(name, getattr(MemorySession, method)))
+
+    def session(self, sid: str = "s1", **kw: Any) -> ItemSession:
+        if self.b.client is None:
+            return make(self.b, sid, **kw)
+        return RedisSession(sid, client=_LosingClient(self), key_prefix=self.b.prefix, **kw)  # type: ignore[arg-type]
+
+    async def after(self, name: str, reply: Any, lost: type[Exception]) -> Any:
+        self.ran.append(name)
+        if self.delay.get(name):
+            await asyncio.sleep(self.delay[name])
+        if self.lose.get(name):
+            self.lose[name] -= 1
+            raise lost("the connection dropped before the reply arrived")
+        return reply
+
+    def _wrap_engine(self, name: str, real: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        def unavailable(message: str) -> SessionError:
+            return SessionError(ErrorCode.BACKEND_UNAVAILABLE, message)
+
+        async def run(*args: Any, **kwargs: Any) -> Any:
+            return await self.after(name, await real(*args, **kwargs), unavailable)  # type: ignore[arg-type]
+
+        return run
+
+
+class _LosingClient:
+    def __init__(self, lossy: Lossy) -> None:
+        self._lossy = lossy
+        self._client = lossy.b.client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    async def evalsha(self, sha: str, *args: Any) -> Any:
+        reply = await self._client.evalsha(sha, *args)
+        return await self._lossy.after(self._lossy._names.get(sha, "?"), reply, rx.ConnectionError)
+
+    async def eval(self, source: str, *args: Any) -> Any:
+        reply = await self._client.eval(source, *args)
+        name = next((s.name for s in SCRIPTS if s.source == source), "?")
+        return await self._lossy.after(name, reply, rx.ConnectionError)
+
+
+@pytest.fixture
+def lossy(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Lossy:
+    return Lossy(backend, monkeypatch)
+
+
+def enc(items: list[dict[str, Any]]) -> list[bytes]:
+    return [encode(i) for i in items]
+
+
+# -- a re-sent script (same token) has the effect of one ------------------------------
+async def test_resent_add_appends_once(backend: Backend) -> None:
+    s = make(backend)
+    assert await s._eng_add(enc(msgs(2)), TOKEN, EPOCH) == 1  # creates the session
+    assert await s._eng_add(enc(msgs(2)), TOKEN, EPOCH) == 1
+    assert await s._eng_add(enc(msgs(1, start=2)), b"other", EPOCH) == 2
+    assert await s._eng_add(enc(msgs(2)), TOKEN, EPOCH) == 1  # still remembered
+    assert texts(await s.get_items()) == ["m0", "m1", "m2"]
+
+
+async def test_resent_pop_returns_the_same_item_and_removes_nothing_more(backend: Backend) -> None:
+    s = make(backend)
+    await s.add_items(msgs(3))
+    first = await s._eng_pop(TOKEN, EPOCH, hd.SCAN_LIMIT)
+    assert first == encode(msgs(1, start=2)[0])
+    assert await s._eng_pop(TOKEN, EPOCH, hd.SCAN_LIMIT) == first
+    await s.add_items(msgs(1, start=9))
+    assert await s._eng_pop(TOKEN, EPOCH, hd.SCAN_LIMIT) == first
+    assert texts(await s.get_items()) == ["m0", "m1", "m9"]
+
+
+async def test_resent_pop_that_emptied_the_session(backend: Backend) -> None:
+    s = make(backend, ttl_seconds=60)
+    await s.add_items(msgs(1))
+    first = await s._eng_pop(TOKEN, EPOCH, hd.SCAN_LIMIT)
+    assert first is not None
+    assert await prefix_keys(backend) == [key_of(backend)]  # the header stays, with the token
+    assert TOKEN in (await header_of(backend)).tokens
+    assert 50_000 < await pttl(backend) <= 60_000  # for the session's TTL
+    await s.add_items(msgs(1, start=5))
+    assert await s._eng_pop(TOKEN, EPOCH, hd.SCAN_LIMIT) == first
+    assert texts(await s.get_items()) == ["m5"]
+
+
+async def test_resent_pop_of_nothing_is_nothing(backend: Backend) -> None:
+    s = make(backend)
+    assert await s._eng_pop(TOKEN, EPOCH, hd.SCAN_LIMIT) is None
+    assert await prefix_keys(backend) == []  # a pop with no effect writes nothing
+
+
+async def test_resent_compaction_replaces_once(backend: Backend) -> None:
+    s = make(backend)
+    await s.add_items(msgs(5))
+    snap = await s.snapshot()
+    summary = enc([{"type": "compaction", "summary": "5 items"}])
+    assert await s._eng_replace_prefix(snap, summary, TOKEN) is True
+    await s.add_items(msgs(1, start=5))
+    assert await s._eng_replace_prefix(snap, summary, TOKEN) is True
+    items = await s.get_items()
+    assert items[0] == {"type": "compaction", "summary": "5 items"} and texts(items[1:]) == ["m5"]
+    h = await header_of(backend)
+    assert (h.version, h.rewrites) == (3, 1)
+    assert await s._eng_replace_prefix(snap, summary, b"another") is False  # a new one: refused
+
+
+async def test_resent_fork_creates_once(backend: Backend) -> None:
+    s = make(backend)
+    await s.add_items(msgs(2))
+    target = make(backend, "f")
+    assert await target._eng_create(enc(msgs(2)), "s1", 1, TOKEN, EPOCH) is True
+    await target.add_items(msgs(1, start=7))
+    assert await target._eng_create(enc(msgs(2)), "s1", 1, TOKEN, EPOCH) is True
+    assert texts(await target.get_items()) == ["m0", "m1", "m7"]
+    assert await target._eng_create(enc(msgs(2)), "s1", 1, b"another", EPOCH) is False
+
+
+async def test_resent_clear_clears_once(backend: Backend) -> None:
+    s = make(backend)
+    await s.add_items(msgs(3))
+    assert await s._eng_clear(TOKEN, EPOCH) == 1
+    await s.add_items(msgs(1, start=8))  # another client writes after the clear
+    assert await s._eng_clear(TOKEN, EPOCH) == 1
+    assert texts(await s.get_items()) == ["m8"]
+
+
+async def test_a_write_resent_after_a_clear_is_still_recognised(backend: Backend) -> None:
+    s = make(backend)
+    assert await s._eng_add(enc(msgs(2)), TOKEN, EPOCH) == 1
+    await s.clear_session()
+    assert await s._eng_add(enc(msgs(2)), TOKEN, EPOCH) == 1
+    assert await s.get_items() == []
+
+
+# -- a caller that retries a failed call gets exactly once ------------------------------
+async def test_retried_add_after_a_lost_reply(backend: Backend, lossy: Lossy) -> None:
+    s = lossy.session()
+    await s.add_items(msgs(1))
+    lossy.lose["items_add"] = 1
+    with expect_error(ErrorCode.BACKEND_UNAVAILABLE):
+        await s.add_items(msgs(2, start=1))
+    await s.add_items(msgs(2, start=1))  # the caller retries: same items
+    assert texts(await s.get_items()) == ["m0", "m1", "m2"]
+    assert lossy.ran.count("items_add") == 3
+
+
+async def test_retried_pop_after_a_lost_reply(backend: Backend, lossy: Lossy) -> None:
+    s = lossy.session()
+    await s.add_items(msgs(3))
+    lossy.lose["items_pop"] = 2
+    for _ in range(2):
+        with expect_error(ErrorCode.BACKEND_UNAVAILABLE):
+            await s.pop_item()
+    assert (await s.pop_item() or {})["content"] == "m2"  # the item the first attempt removed
+    assert texts(await s.get_items()) == ["m0", "m1"]
+    assert (await s.pop_item() or {})["content"] == "m1"  # and the next pop is a new one
+
+
+async def test_retried_pop_that_emptied_the_session(backend: Backend, lossy: Lossy) -> None:
+    s = lossy.session()
+    await s.add_items(msgs(1))
+    lossy.lose["items_pop"] = 1
+    with expect_error(ErrorCode.BACKEND_UNAVAILABLE):
+        await s.pop_item()
+    assert (await s.pop_item() or {})["content"] == "m0"
+    assert await s.pop_item() is None
+
+
+async def test_retried_fork_after_a_lost_reply(backend: Backend, lossy: Lossy) -> None:
+    s = lossy.session()
+    await s.add_items(msgs(2))
+    lossy.lose["items_fork"] = 1
+    with expect_error(ErrorCode.BACKEND_UNAVAILABLE):
+        await s.fork("f")
+    f = await s.fork("f")  # not "already exists": it was this fork
+    assert texts(await f.get_items()) == ["m0", "m1"]
+    with expect_error(ErrorCode.STORE_CONFLICT):
+        await s.fork("f")
+
+
+async def test_retried_replacement_after_a_lost_reply(backend: Backend, lossy: Lossy) -> None:
+    s = lossy.session()
+    await s.add_items(msgs(4))
+    snap = await s.snapshot()
+    lossy.lose["items_compact"] = 1
+    with expect_error(ErrorCode.BACKEND_UNAVAILABLE):
+        await s.replace_prefix(snap, [{"type": "compaction", "summary": "x"}])
+    assert await s.replace_prefix(snap, [{"type": "compaction", "summary": "x"}]) is True
+    assert await s.get_items() == [{"type": "compaction", "summary": "x"}]
+
+
+async def test_retry_after_the_budget_expired(backend: Backend, lossy: Lossy) -> None:
+    s = lossy.session(sid="slow")
+    s.timeout = 0.2  # the bounded() budget of every public call
+    await s.add_items(msgs(2))
+    lossy.delay["items_add"] = lossy.delay["items_pop"] = 1.0
+    with expect_error(ErrorCode.BACKEND_TIMEOUT):
+        await s.add_items(msgs(1, start=2))
+    with expect_error(ErrorCode.BACKEND_TIMEOUT):
+        await s.pop_item()
+    lossy.delay.clear()
+    assert (await s.pop_item() or {})["content"] == "m2"
+    await s.add_items(msgs(1, start=2))
+    assert texts(await s.get_items()) == ["m0", "m1", "m2"]
+
+
+async def test_retry_after_a_cancellation(backend: Backend, lossy: Lossy) -> None:
+    s = lossy.session()
+    await s.add_items(msgs(2))
+    lossy.delay["items_pop"] = 5.0
+    task = asyncio.ensure_future(s.pop_item())
+    while "items_pop" not in lossy.ran:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    lossy.delay.clear()
+    assert (await s.pop_item() or {})["content"] == "m1"
+    assert texts(await s.get_items()) == ["m0"]
+
+
+async def test_only_the_next_write_on_the_object_can_be_the_retry(backend: Backend, lossy: Lossy) -> None:
+    s = lossy.session()
+    lossy.lose["items_add"] = 1
+    with expect_error(ErrorCode.BACKEND_UNAVAILABLE):
+        await s.add_items(msgs(1))
+    await s.add_items(msgs(1, start=1))  # different items: a new write, and the slot is spent
+    await s.add_items(msgs(1))  # so this is a new write too
+    assert texts(await s.get_items()) == ["m0", "m1", "m0"]
+    with expect_error(ErrorCode.INPUT_INVALID):
+        await s.add_items(["bad"])  # type: ignore[list-item]
+    assert len(await s.get_items()) == 3
+
+
+async def test_idempotency_key_across_session_objects(backend: Backend) -> None:
+    a, b = make(backend), make(backend)
+    await a.add_items(msgs(2), idempotency_key="turn-1")
+    await b.add_items(msgs(2), idempotency_key="turn-1")  # another process retrying
+    await b.add_items(msgs(1, start=2), idempotency_key="turn-2")
+    await a.add_items(msgs(1, start=3))
+    assert texts(await a.get_items()) == ["m0", "m1", "m2", "m3"]
+    comp = CompactionSession(a, _summarize)
+    await comp.add_items(msgs(1, start=2), idempotency_key="turn-2")
+    assert len(await a.get_items()) == 4
+
+
+@pytest.mark.parametrize("bad", ["", "a b", "x" * 257, "{k}", 5, b"bytes"], ids=repr)
+async def test_invalid_idempotency_keys_are_refused(backend: Backend, bad: Any) -> None:
+    s = make(backend)
+    with expect_error(ErrorCode.ID_INVALID):
+        await s.add_items(msgs(1), idempotency_key=bad)
+    assert await prefix_keys(backend) == []
+
+
+# -- the ring's bounds --------------------------------------------------------------------
+async def test_the_ring_remembers_the_newest_sixteen(backend: Backend) -> None:
+    s = make(backend)
+    await s._eng_add(enc(msgs(1)), TOKEN, EPOCH)
+    for i in range(hd.RING - 1):
+        await s._eng_add(enc(msgs(1, start=i + 1)), b"t%d" % i, EPOCH)
+    assert await s._eng_add(enc(msgs(1)), TOKEN, EPOCH) == 1  # 16th newest: remembered
+    await s._eng_add(enc(msgs(1, start=99)), b"one more", EPOCH)
+    h = await header_of(backend)
+    assert len(h.tokens) == hd.RING and TOKEN not in h.tokens
+    assert await s._eng_add(enc(msgs(1)), TOKEN, EPOCH) == 18  # forgotten: applied again
+
+
+async def test_big_popped_items_are_forgotten_beyond_the_newest(backend: Backend) -> None:
+    s = make(backend)
+    big = [{"blob": str(i) * 40_000} for i in range(4)]
+    await s.add_items(big)
+    tokens = [b"p%d" % i for i in range(4)]
+    for t in tokens:
+        assert await s._eng_pop(t, EPOCH, hd.SCAN_LIMIT) is not None
+    results = (await header_of(backend)).results
+    assert [r[:1] for r in results] == [b"a", b"x", b"x", b"i", b"i"]  # 64 KiB: the newest two pops only
+    assert await s._eng_pop(tokens[3], EPOCH, hd.SCAN_LIMIT) == encode(big[0])
+    with expect_error(ErrorCode.STORE_CONFLICT):  # ran, but its item is gone: never pop again
+        await s._eng_pop(tokens[0], EPOCH, hd.SCAN_LIMIT)
+    await s.add_items(msgs(1))
+    with expect_error(ErrorCode.STORE_CONFLICT):
+        await s._eng_pop(tokens[0], EPOCH, hd.SCAN_LIMIT)
+    assert texts(await s.get_items()) == ["m0"]
+
+
+async def test_small_popped_items_are_all_remembered(backend: Backend) -> None:
+    s = make(backend)
+    await s.add_items(msgs(20))
+    for i in range(20):
+        await s._eng_pop(b"p%d" % i, EPOCH, hd.SCAN_LIMIT)
+    assert all(r[:1] == b"i" for r in (await header_of(backend)).results)
+
+
+async def test_a_clear_forgets_popped_items(backend: Backend) -> None:
+    s = make(backend)
+    await s.add_items(msgs(2))
+    await s._eng_pop(TOKEN, EPOCH, hd.SCAN_LIMIT)
+    await s.clear_session()
+    h = await header_of(backend)
+    assert TOKEN in h.tokens and not any(r[:1] == b"i" for r in h.results)
+    with expect_error(ErrorCode.STORE_CONFLICT):
+        await s._eng_pop(TOKEN, EPOCH, hd.SCAN_LIMIT)
+
+
+# -- what an emptied or cleared session leaves, and for how long --------------------------
+async def test_an_emptied_session_keeps_its_header_briefly(clocked: Backend) -> None:
+    clocked.clock.now = float(int(clocked.clock.now))  # whole ms, exactly, on both clocks
+    s = make(clocked)  # no TTL
+    await s.add_items(msgs(1))
+    assert await pttl(clocked) == -1
+    await s.pop_item()
+    assert await pttl(clocked) == hd.RETAIN_MS
+    clocked.clock.advance(hd.RETAIN_MS / 1000)
+    assert await prefix_keys(clocked) == [key_of(clocked)]  # kept through its deadline millisecond
+    clocked.clock.advance(0.001)
+    assert await prefix_keys(clocked) == []
+
+
+async def test_an_add_to_an_emptied_session_without_ttl_keeps_it(clocked: Backend) -> None:
+    clocked.clock.now = float(int(clocked.clock.now))  # whole ms, exactly, on both clocks
+    s = make(clocked)
+    await s.add_items(msgs(2))
+    await s.pop_item()
+    await s.pop_item()
+    await s.add_items(msgs(1, start=5))
+    assert await pttl(clocked) == -1  # persisted again
+    clocked.clock.advance(10 * hd.RETAIN_MS)
+    assert texts(await s.get_items()) == ["m5"]
+
+
+async def test_a_cleared_session_keeps_its_header_briefly(clocked: Backend) -> None:
+    clocked.clock.now = float(int(clocked.clock.now))  # whole ms, exactly, on both clocks
+    s = make(clocked, ttl_seconds=3600)
+    await s.add_items(msgs(2))
+    await s.clear_session()
+    assert await pttl(clocked) == hd.RETAIN_MS  # not the hour: nothing left to keep
+    short = make(clocked, "short", ttl_seconds=5)
+    await short.add_items(msgs(1))
+    await short.clear_session()
+    assert await pttl(clocked, "short") == 5000
+    await s.clear_session()  # clearing a cleared session is fine
+    assert await s.get_items() == []
