@@ -84,3 +84,19 @@ async def test_continuing_a_foreign_parent_keeps_it_readable_by_id(clocked):
     clocked.clock.advance(80)  # ext-a's own save is 160 s old; its child's is 80 s
     assert (await store.get("ext-a")).id == "ext-a"
     assert [s.id for s in (await store.resolve_chain("ext-b")).sessions] == ["ext-a", "ext-b"]
+
+
+async def test_a_thread_lives_through_its_deadline_millisecond(clocked):
+    """Redis expires a key when now > deadline, in whole ms: the memory engine and
+    fakeredis (float seconds, the same strict rule) agree on the boundary."""
+    clocked.clock.now = float(int(clocked.clock.now))  # whole seconds: every value below is exact
+    store = make_store(clocked, ttl_seconds=100)
+    a, = await build_chain(store, 1)
+    await store.save(record("ext-1"))
+    clocked.clock.advance(100)  # exactly the deadline
+    assert await store.get(a) is not None and await store.get("ext-1") is not None
+    clocked.clock.advance(0.001)  # one millisecond past it
+    assert await store.get(a) is None and await store.get("ext-1") is None
+    assert await all_keys(clocked, store) == {}
+
+

@@ -1,9 +1,11 @@
 """The in-process edge of the response store: the Lua scripts, mirrored in Python.
 
 Same thread model, same refusals, same TTL rules as Redis, with lazy expiry
-against an injectable clock (no timer thread). Records are kept as the same
-msgspec bytes Redis would hold, so no caller can mutate stored state through
-an object it passed in or got back.
+against an injectable clock (no timer thread). Time is kept as Redis keeps it, in
+integer milliseconds: a key set to live ``ttl_ms`` is still there at its deadline
+millisecond and gone one millisecond later (Redis: expired iff now > deadline).
+Records are kept as the same msgspec bytes Redis would hold, so no caller can
+mutate stored state through an object it passed in or got back.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from .protocol import SaveRequest
 @dataclass
 class _Entry:
     fields: dict[str, bytes | str] = field(default_factory=dict)
-    expires_at: float | None = None  # None: no expiry
+    expires_at: int | None = None  # the deadline in ms; None: no expiry
 
 
 class MemoryChainEngine:
@@ -26,25 +28,29 @@ class MemoryChainEngine:
         self.clock = clock
         self.round_trips = 0
         self.threads: dict[str, _Entry] = {}
-        self.locators: dict[str, tuple[str, float | None]] = {}
+        self.locators: dict[str, tuple[str, int | None]] = {}
 
     # -- expiry -------------------------------------------------------------
+    def now_ms(self) -> int:
+        """The clock in whole ms (rounded: a fake clock advanced by 0.001 s is 1 ms on)."""
+        return round(self.clock() * 1000)
+
     def _live_thread(self, thread: str) -> _Entry | None:
         entry = self.threads.get(thread)
-        if entry is not None and entry.expires_at is not None and entry.expires_at <= self.clock():
+        if entry is not None and entry.expires_at is not None and self.now_ms() > entry.expires_at:
             del self.threads[thread]
             return None
         return entry
 
     def _live_locator(self, response_id: str) -> str | None:
         found = self.locators.get(response_id)
-        if found is not None and found[1] is not None and found[1] <= self.clock():
+        if found is not None and found[1] is not None and self.now_ms() > found[1]:
             del self.locators[response_id]
             return None
         return None if found is None else found[0]
 
-    def _deadline(self, ttl_ms: int) -> float | None:
-        return self.clock() + ttl_ms / 1000 if ttl_ms else None
+    def _deadline(self, ttl_ms: int) -> int | None:
+        return self.now_ms() + ttl_ms if ttl_ms else None
 
     def _extend(self, entry: _Entry, ttl_ms: int) -> None:
         """Never shorten: a deadline only moves later (None is 'never')."""
