@@ -1,6 +1,38 @@
--- Delete one response from its thread hash. KEYS[1] the thread hash, ARGV[1] the id.
--- Returns 1 if it was there, 0 if not, or {'wrongtype', kind}.
-local kind = redis.call('TYPE', KEYS[1])['ok']
+-- Delete one response from its thread hash, idempotently.
+-- KEYS[1] the thread hash   ARGV[1] the id
+-- ARGV[2] operation token (16 hex digits, random per call; '' = none)
+-- ARGV[3] how many tokens the ring keeps
+-- ARGV[4] ms a thread keeps its ring once its last record is gone
+-- Returns 1 if the record was there, 0 if not, or {'wrongtype', kind}.
+--
+-- The outcome is remembered under the token in the thread's ring ('D' deleted,
+-- 'N' not found), so a re-sent copy answers what the first one did and deletes
+-- nothing, not even a record saved under the same id in between. A later save of
+-- that id works as usual: the ring remembers calls, not ids.
+local key, id, token = KEYS[1], ARGV[1], ARGV[2]
+local kind = redis.call('TYPE', key)['ok']
 if kind == 'none' then return 0 end
 if kind ~= 'hash' then return {'wrongtype', kind} end
-return redis.call('HDEL', KEYS[1], 'd:' .. ARGV[1], 'p:' .. ARGV[1]) > 0 and 1 or 0
+
+local ring = redis.call('HGET', key, 'ops') or ''
+if token ~= '' then
+  local at = string.find(ring, token, 1, true)
+  if at then return string.sub(ring, at + #token, at + #token) == 'D' and 1 or 0 end
+end
+local found = redis.call('HEXISTS', key, 'd:' .. id)
+local linked = redis.call('HEXISTS', key, 'p:' .. id)
+local has_ring = (ring ~= '' or token ~= '') and 1 or 0
+local records_left = redis.call('HLEN', key) - found - linked - (ring ~= '' and 1 or 0)
+local pttl, linger = redis.call('PTTL', key), tonumber(ARGV[4])
+
+-- writes
+if found + linked > 0 then redis.call('HDEL', key, 'd:' .. id, 'p:' .. id) end
+if token ~= '' then
+  local keep = (#token + 1) * (tonumber(ARGV[3]) - 1)
+  redis.call('HSET', key, 'ops', token .. (found == 1 and 'D' or 'N') .. string.sub(ring, 1, keep))
+end
+-- Nothing but the ring left: no record to keep alive, so let the ring go soon.
+if records_left == 0 and has_ring == 1 and (pttl < 0 or pttl > linger) then
+  redis.call('PEXPIRE', key, linger)
+end
+return found

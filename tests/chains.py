@@ -15,8 +15,13 @@ from redis_sessions.responses import ChainStore
 
 
 def make_store(backend: Any, **options: Any) -> ChainStore:
+    """A store on ``backend``; on memory, every store of one test shares one engine,
+    as every store of one test shares one server elsewhere."""
     if backend.client is None:
-        return MemoryResponseSessionStore(key_prefix=backend.prefix, clock=backend.clock, **options)
+        store = MemoryResponseSessionStore(key_prefix=backend.prefix, clock=backend.clock, **options)
+        shared = backend.__dict__.setdefault("memory_engine", store.engine)
+        store.engine = shared
+        return store
     return RedisResponseSessionStore(backend.client, key_prefix=backend.prefix, **options)
 
 
@@ -58,16 +63,21 @@ async def build_chain(store: ChainStore, depth: int, *, first_parent: str | None
     return ids
 
 
-async def all_keys(backend: Any, store: ChainStore) -> dict[Any, Any]:
-    """Every key of this test's prefix with its value, to prove a refusal wrote nothing."""
+async def all_keys(backend: Any, store: ChainStore, *, deadlines: bool = False) -> dict[Any, Any]:
+    """Every key of this test's prefix with its value, to prove a refusal wrote nothing;
+    with ``deadlines``, each value comes with the key's expiry as an absolute ms time
+    (None: no expiry), so a refreshed TTL counts as a write too."""
     if backend.client is None:
         engine: Any = store.engine
         for thread in list(engine.threads):
             engine._live_thread(thread)  # drop what has expired, as Redis would
         for response_id in list(engine.locators):
             engine._live_locator(response_id)
-        state: dict[Any, Any] = {("thread", t): dict(e.fields) for t, e in engine.threads.items()}
-        state.update({("loc", k): v for k, v in engine.locators.items()})
+        state: dict[Any, Any] = {
+            ("thread", t): (dict(e.fields), e.expires_at) if deadlines else dict(e.fields)
+            for t, e in engine.threads.items()
+        }
+        state.update({("loc", k): v if deadlines else v[0] for k, v in engine.locators.items()})
         return state
     client = backend.client
     out: dict[bytes, Any] = {}
@@ -77,14 +87,64 @@ async def all_keys(backend: Any, store: ChainStore) -> dict[Any, Any]:
     async for key in client.scan_iter(**kwargs):
         kind = await client.type(key)
         if kind == b"hash":
-            out[key] = await client.hgetall(key)
+            value: Any = await client.hgetall(key)
         elif kind == b"string":
-            out[key] = await client.get(key)
+            value = await client.get(key)
         elif kind == b"list":
-            out[key] = await client.lrange(key, 0, -1)
+            value = await client.lrange(key, 0, -1)
         else:
-            out[key] = kind
+            value = kind
+        if deadlines:
+            at = await client.pexpiretime(key)
+            value = (value, None if at < 0 else at)
+        out[key] = value
     return out
+
+
+async def readable(store: ChainStore, ids: list[str]) -> dict[str, Any]:
+    """What a reader sees of ``ids``: each record, or None."""
+    return {rid: await store.get(rid) for rid in ids}
+
+
+class Resending:
+    """An engine whose chosen calls run twice, as when redis-py re-sends a script whose
+    reply was lost: the first copy runs, ``between`` runs (someone else's calls, or a
+    change behind the store's back), then the copy with the same arguments runs and
+    its answer is the one returned. With ``probe`` (a coroutine returning the state),
+    ``changed[name]`` records, per call, whether the second copy changed anything.
+    Everything else passes through."""
+
+    def __init__(self, inner: Any, calls: set[str], between: Any = None, probe: Any = None) -> None:
+        self.inner = inner
+        self.calls = calls
+        self.between = between
+        self.probe = probe
+        self.first: dict[str, list[Any]] = {}
+        self.changed: dict[str, list[bool]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+        if name not in self.calls:
+            return method
+
+        async def twice(*args: Any) -> Any:
+            self.first.setdefault(name, []).append(await method(*args))
+            if self.between is not None:
+                await self.between(name)
+            before = await self.probe() if self.probe else None
+            answer = await method(*args)
+            if self.probe:
+                self.changed.setdefault(name, []).append(await self.probe() != before)
+            return answer
+
+        return twice
+
+
+def resending(store: ChainStore, calls: set[str], between: Any = None, probe: Any = None) -> Resending:
+    """Make ``store`` re-send ``calls``; returns the wrapper (its ``first`` answers)."""
+    wrapper = Resending(store.engine, calls, between, probe)
+    store.engine = wrapper  # type: ignore[assignment]
+    return wrapper
 
 
 def save_in_process(url: str, prefix: str, response_id: str, parent: str | None, index: int, barrier: Any) -> str:

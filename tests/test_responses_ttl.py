@@ -100,3 +100,12 @@ async def test_a_thread_lives_through_its_deadline_millisecond(clocked):
     assert await all_keys(clocked, store) == {}
 
 
+async def test_sliding_a_missing_record_leaves_the_ttl_alone(clocked):
+    store = make_store(clocked, ttl_seconds=100, sliding_ttl=True)
+    a, = await build_chain(store, 1)
+    before = await all_keys(clocked, store, deadlines=True)
+    clocked.clock.advance(30)
+    assert await store.get(new_response_id(a)) is None
+    assert await all_keys(clocked, store, deadlines=True) == before
+    assert await store.get(a) is not None
+    assert await all_keys(clocked, store, deadlines=True) != before

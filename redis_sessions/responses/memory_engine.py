@@ -1,11 +1,14 @@
 """The in-process edge of the response store: the Lua scripts, mirrored in Python.
 
-Same thread model, same refusals, same TTL rules as Redis, with lazy expiry
-against an injectable clock (no timer thread). Time is kept as Redis keeps it, in
-integer milliseconds: a key set to live ``ttl_ms`` is still there at its deadline
-millisecond and gone one millisecond later (Redis: expired iff now > deadline).
-Records are kept as the same msgspec bytes Redis would hold, so no caller can
-mutate stored state through an object it passed in or got back.
+Same thread model, same refusals, same operation ring, same TTL rules as Redis,
+with lazy expiry against an injectable clock (no timer thread). Time is kept as
+Redis keeps it, in integer milliseconds: a key set to live ``ttl_ms`` is still
+there at its deadline millisecond and gone one millisecond later (Redis: expired
+iff now > deadline). Records are kept as the same msgspec bytes Redis would hold,
+so no caller can mutate stored state through an object it passed in or got back.
+
+``tests/test_chains_differential.py`` runs random operations on this engine and
+on the scripts (fakeredis on the same fake clock) and compares every answer.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..clock import Clock
-from .protocol import SaveRequest
+from .protocol import DELETED, NOT_FOUND, OPS_FIELD, RING_TTL_MS, SAVED, SaveRequest, ring_find, ring_push
 
 
 @dataclass
@@ -30,7 +33,7 @@ class MemoryChainEngine:
         self.threads: dict[str, _Entry] = {}
         self.locators: dict[str, tuple[str, int | None]] = {}
 
-    # -- expiry -------------------------------------------------------------
+    # -- time and expiry ------------------------------------------------------
     def now_ms(self) -> int:
         """The clock in whole ms (rounded: a fake clock advanced by 0.001 s is 1 ms on)."""
         return round(self.clock() * 1000)
@@ -52,13 +55,16 @@ class MemoryChainEngine:
     def _deadline(self, ttl_ms: int) -> int | None:
         return self.now_ms() + ttl_ms if ttl_ms else None
 
-    def _extend(self, entry: _Entry, ttl_ms: int) -> None:
-        """Never shorten: a deadline only moves later (None is 'never')."""
-        deadline = self._deadline(ttl_ms)
-        if entry.expires_at is not None and deadline is not None and deadline > entry.expires_at:
-            entry.expires_at = deadline
+    def _pttl(self, entry: _Entry) -> int:
+        return -1 if entry.expires_at is None else entry.expires_at - self.now_ms()
 
-    # -- the engine ---------------------------------------------------------
+    def _extend(self, entry: _Entry, ttl_ms: int) -> None:
+        """Never shorten: PEXPIRE only when less than ``ttl_ms`` is left (never on no expiry)."""
+        left = self._pttl(entry)
+        if 0 <= left < ttl_ms:
+            entry.expires_at = self._deadline(ttl_ms)
+
+    # -- locators -------------------------------------------------------------
     async def locate(self, response_id: str, slide_ms: int) -> str | None:
         self.round_trips += 1
         thread = self._live_locator(response_id)
@@ -77,29 +83,20 @@ class MemoryChainEngine:
         self.round_trips += 1
         self.locators.pop(response_id, None)
 
+    async def touch(self, response_id: str, ttl_ms: int) -> None:
+        self.round_trips += 1
+        thread = self._live_locator(response_id)
+        if thread is not None:
+            self.locators[response_id] = (thread, self._deadline(ttl_ms))
+
+    # -- threads: chain_save.lua ------------------------------------------------
     async def save(self, thread: str, request: SaveRequest) -> tuple[str, str]:
         self.round_trips += 1
         entry = self._live_thread(thread)
-        fields = entry.fields if entry else {}
-        rid, parent = request.response_id, request.parent
-        exists = f"d:{rid}" in fields
-        if exists and not request.overwrite:
-            return "exists", rid
-        if request.expect:
-            if parent != request.expected:
-                return "expected", parent
-            if exists and fields.get(f"p:{rid}", "") != request.expected:
-                return "expected", str(fields.get(f"p:{rid}", ""))
-        if parent:
-            if f"d:{parent}" not in fields:
-                return "parent_missing", parent
-            if exists:
-                cur, steps = parent, 0
-                while cur and steps < request.walk_limit:
-                    if cur == rid:
-                        return "cycle", rid
-                    cur = str(fields.get(f"p:{cur}", ""))
-                    steps += 1
+        refused = self._check_save(entry, request)
+        if refused is not None:
+            return refused
+        rid, token = request.response_id, request.token
         if entry is None:
             entry = self.threads[thread] = _Entry(expires_at=self._deadline(request.ttl_ms))
         elif request.ttl_ms == 0:
@@ -107,9 +104,42 @@ class MemoryChainEngine:
         else:
             self._extend(entry, request.ttl_ms)
         entry.fields[f"d:{rid}"] = request.blob
-        entry.fields[f"p:{rid}"] = parent
+        entry.fields[f"p:{rid}"] = request.parent
+        if token:
+            entry.fields[OPS_FIELD] = ring_push(str(entry.fields.get(OPS_FIELD, "")), token, SAVED)
         return "ok", rid
 
+    def _check_save(self, entry: _Entry | None, request: SaveRequest) -> tuple[str, str] | None:
+        """The script's checks, in its order: None when the save should write,
+        ('ok', id) when it is already done, else the refusal."""
+        fields = entry.fields if entry else {}
+        rid, parent, want = request.response_id, request.parent, request.expected
+        if entry is not None and ring_find(str(fields.get(OPS_FIELD, "")), request.token) is not None:
+            return "ok", rid
+        if request.expect and parent != want:
+            return "expected", parent
+        stored = fields.get(f"d:{rid}")
+        if stored:
+            old = str(fields.get(f"p:{rid}", ""))
+            if old == parent and stored == request.blob:
+                return "ok", rid
+            if not request.overwrite:
+                return "exists", rid
+            if request.expect and old != want:
+                return "expected", old
+        if parent:
+            if f"d:{parent}" not in fields:
+                return "parent_missing", parent
+            if stored:
+                cur, steps = parent, 0
+                while cur and steps < request.walk_limit:
+                    if cur == rid:
+                        return "cycle", rid
+                    cur = str(fields.get(f"p:{cur}", ""))
+                    steps += 1
+        return None
+
+    # -- threads: chain_walk.lua, HGET ----------------------------------------------
     async def fetch(self, thread: str, response_id: str, slide_ms: int) -> object | None:
         status, _, records = await self.walk(thread, response_id, 1, slide_ms)
         return records[0] if records else None
@@ -119,8 +149,13 @@ class MemoryChainEngine:
         entry = self._live_thread(thread)
         if entry is None:
             return "missing", start, []
-        if slide_ms > 0:
+        status, detail, records = self._walk(entry, start, limit)
+        if slide_ms > 0 and records:
             self._extend(entry, slide_ms)
+        return status, detail, records
+
+    @staticmethod
+    def _walk(entry: _Entry, start: str, limit: int) -> tuple[str, str, list[object]]:
         records: list[object] = []
         cur, seen = start, set()
         while cur:
@@ -136,16 +171,27 @@ class MemoryChainEngine:
             cur = str(entry.fields.get(f"p:{cur}", ""))
         return "ok", "", records
 
-    async def delete(self, thread: str, response_id: str) -> bool:
+    # -- threads: chain_delete.lua ----------------------------------------------
+    async def delete(self, thread: str, response_id: str, token: str) -> bool:
         self.round_trips += 1
         entry = self._live_thread(thread)
-        if entry is None or f"d:{response_id}" not in entry.fields:
+        if entry is None:
             return False
-        del entry.fields[f"d:{response_id}"]
+        ring = str(entry.fields.get(OPS_FIELD, ""))
+        done = ring_find(ring, token)
+        if done is not None:
+            return done == DELETED
+        found = entry.fields.pop(f"d:{response_id}", None) is not None
         entry.fields.pop(f"p:{response_id}", None)
-        if not entry.fields:
+        if token:
+            entry.fields[OPS_FIELD] = ring_push(ring, token, DELETED if found else NOT_FOUND)
+        if set(entry.fields) == {OPS_FIELD}:
+            left = self._pttl(entry)  # nothing but the ring left: let it go soon
+            if left < 0 or left > RING_TTL_MS:
+                entry.expires_at = self._deadline(RING_TTL_MS)
+        elif not entry.fields:
             del self.threads[thread]
-        return True
+        return found
 
     async def close(self) -> None:
         return None

@@ -8,6 +8,7 @@ store logic above it is written once.
 
 from __future__ import annotations
 
+import secrets
 from typing import Protocol, Sequence, runtime_checkable
 
 from ..models import ResponseSessionSnapshot, StoredResponseSession
@@ -46,13 +47,50 @@ class ResponseSessionStore(Protocol):
     async def close(self) -> None: ...
 
 
-class SaveRequest:
-    """The arguments of one atomic save, in the order the Lua script takes them."""
+OPS_FIELD = "ops"
+"""The thread hash's field holding its operation ring (see :mod:`redis_sessions.keys`)."""
+RING_ENTRIES = 32
+"""How many recent writes a thread remembers, so that a re-sent script is recognised.
 
-    __slots__ = ("response_id", "parent", "expect", "expected", "overwrite", "blob", "ttl_ms", "walk_limit")
+redis-py re-sends a command whose reply was lost within one call's retries
+(seconds); a conversation sees far fewer than 32 writes in that time. Each entry
+is 17 bytes, so a ring never holds more than 544."""
+RING_TTL_MS = 300_000
+"""How long a thread whose last record was deleted keeps its ring (and so still
+answers a re-sent delete): longer than any call's retries, short enough to cost nothing."""
+TOKEN_HEX = 16
+SAVED, DELETED, NOT_FOUND = "S", "D", "N"
+"""What a ring entry remembers after its token: never a hex digit, so a token
+(16 hex digits) can only ever match where an entry starts."""
+
+
+def new_token() -> str:
+    """A random operation token, one per call. From os.urandom, so forked workers
+    never share a sequence (``random`` would, after a fork)."""
+    return secrets.token_hex(TOKEN_HEX // 2)
+
+
+def ring_find(ring: str, token: str) -> str | None:
+    """What the operation ``token`` did, if the ring remembers it ('' is no token)."""
+    at = ring.find(token) if token else -1
+    return None if at < 0 else ring[at + TOKEN_HEX]
+
+
+def ring_push(ring: str, token: str, outcome: str) -> str:
+    """Remember ``token``, newest first; the oldest entry falls off past RING_ENTRIES."""
+    return token + outcome + ring[: (TOKEN_HEX + 1) * (RING_ENTRIES - 1)]
+
+
+class SaveRequest:
+    """The arguments of one atomic save, in the order the Lua script takes them.
+
+    ``token`` is random per call and travels in the script's ARGV, so the copy
+    redis-py re-sends after a lost reply carries the same one."""
+
+    __slots__ = ("response_id", "parent", "expect", "expected", "overwrite", "blob", "ttl_ms", "walk_limit", "token")
 
     def __init__(self, response_id: str, parent: str, expect: bool, expected: str, overwrite: bool,
-                 blob: bytes, ttl_ms: int, walk_limit: int) -> None:
+                 blob: bytes, ttl_ms: int, walk_limit: int, token: str) -> None:
         self.response_id = response_id
         self.parent = parent
         self.expect = expect
@@ -61,9 +99,13 @@ class SaveRequest:
         self.blob = blob
         self.ttl_ms = ttl_ms
         self.walk_limit = walk_limit
+        self.token = token
 
 
 class ChainEngine(Protocol):
+    """Every write is idempotent: running one twice (a re-send after a lost reply)
+    has the effect and the answer of running it once."""
+
     round_trips: int
 
     async def locate(self, response_id: str, slide_ms: int) -> str | None:
@@ -75,6 +117,9 @@ class ChainEngine(Protocol):
 
     async def unpoint(self, response_id: str) -> None: ...
 
+    async def touch(self, response_id: str, ttl_ms: int) -> None:
+        """Give a foreign id's locator ``ttl_ms`` from now, if it exists."""
+
     async def save(self, thread: str, request: SaveRequest) -> tuple[str, str]: ...
 
     async def fetch(self, thread: str, response_id: str, slide_ms: int) -> object | None:
@@ -82,6 +127,7 @@ class ChainEngine(Protocol):
 
     async def walk(self, thread: str, start: str, limit: int, slide_ms: int) -> tuple[str, str, Sequence[object]]: ...
 
-    async def delete(self, thread: str, response_id: str) -> bool: ...
+    async def delete(self, thread: str, response_id: str, token: str) -> bool:
+        """Remove one record; a call whose ``token`` already ran answers as it did then."""
 
     async def close(self) -> None: ...

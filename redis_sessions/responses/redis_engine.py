@@ -13,7 +13,7 @@ from ..errors import ErrorCode, SessionError
 from ..keys import KeySpace
 from ..redis_client import RedisLink, as_text, translate_errors
 from ..scripts import script
-from .protocol import SaveRequest
+from .protocol import RING_ENTRIES, RING_TTL_MS, SaveRequest
 
 
 def _wrong_type(key: str, kind: str) -> SessionError:
@@ -53,10 +53,17 @@ class RedisChainEngine:
         async with translate_errors(f"locator {key!r}"):
             await self.link.client.delete(key)
 
+    async def touch(self, response_id: str, ttl_ms: int) -> None:
+        key = self.keys.locator(response_id)
+        self.round_trips += 1
+        async with translate_errors(f"locator {key!r}"):
+            await self.link.client.pexpire(key, ttl_ms)
+
     async def save(self, thread: str, request: SaveRequest) -> tuple[str, str]:
         key = self.keys.thread(thread)
         args = [request.response_id, request.parent, "=" if request.expect else "-", request.expected,
-                "1" if request.overwrite else "0", request.blob, request.ttl_ms, request.walk_limit]
+                "1" if request.overwrite else "0", request.blob, request.ttl_ms, request.walk_limit,
+                request.token, RING_ENTRIES]
         self.round_trips += 1
         async with translate_errors(f"thread {key!r}"):
             result = await self._save(self.link.client, [key], args)
@@ -80,11 +87,11 @@ class RedisChainEngine:
             result = await self._walk(self.link.client, [key], [start, limit, slide_ms])
         return as_text(result[0]), as_text(result[1]), result[2:]
 
-    async def delete(self, thread: str, response_id: str) -> bool:
+    async def delete(self, thread: str, response_id: str, token: str) -> bool:
         key = self.keys.thread(thread)
         self.round_trips += 1
         async with translate_errors(f"thread {key!r}"):
-            result = await self._delete(self.link.client, [key], [response_id])
+            result = await self._delete(self.link.client, [key], [response_id, token, RING_ENTRIES, RING_TTL_MS])
         if isinstance(result, list):
             raise _wrong_type(key, as_text(result[1]))
         return bool(result)

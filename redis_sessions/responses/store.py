@@ -6,13 +6,22 @@ the engine they build. Round trips (each engine call is one):
 - ids minted here (``resp_<thread>_<random>``): ``get``, ``save``,
   ``resolve_chain`` and ``delete`` are one round trip each, at any depth;
 - ids minted elsewhere add one locator read (``resolve_chain``: 2), and a save
-  adds one locator write after the record is in place.
+  adds one locator write after the record is in place (sent together with the
+  refresh of a foreign parent's locator), and a delete removes the locator.
+
+Every write is idempotent. Each save and delete carries a random operation token
+in its script's ARGV; the thread hash remembers the last few in a ring
+(:mod:`.protocol`), so a script that redis-py re-sends after a lost reply has no
+second effect and answers what the first copy did. The locator steps are
+idempotent by construction (SET NX GET, PEXPIRE, DEL).
+Every argument is checked before the first command is sent.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-from typing import Any, Mapping
+from typing import Any, Awaitable, Mapping
 
 from .. import validate
 from ..clock import Clock, system_clock
@@ -24,7 +33,7 @@ from ..models import ResponseSessionSnapshot, StoredResponseSession
 from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, bounded, check_timeout
 from .chain import build_snapshot, check_walk, decode_chain
 from .memory_engine import MemoryChainEngine
-from .protocol import UNSET, ChainEngine, SaveRequest, _Unset
+from .protocol import UNSET, ChainEngine, SaveRequest, _Unset, new_token
 from .redis_engine import RedisChainEngine
 
 DEFAULT_TTL_SECONDS = 30 * 24 * 3600  # the Responses API keeps stored responses for 30 days
@@ -33,6 +42,13 @@ DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
 OVERWRITE_CYCLE_WALK_LIMIT = 100_000
 MAX_DEPTH_LIMIT = 100_000
 MAX_RECORD_BYTES_LIMIT = 64 * 1024 * 1024
+
+
+def _expected_mismatch(parent: str | None) -> SessionError:
+    return SessionError(
+        ErrorCode.STORE_CONFLICT,
+        f"expected previous_response_id does not match: the record's parent is {parent!r}",
+    )
 
 
 def foreign_root_thread(response_id: str) -> str:
@@ -150,7 +166,26 @@ class ChainStore:
         parent is ``expected_previous_response_id`` when given (None: must be a
         root; on overwrite the stored parent must match too), and that the
         parent exists; then it writes the record and extends the thread's TTL.
+
+        Idempotent: saving a record that is already stored, the same bytes under
+        the same parent, succeeds and writes nothing, so a retry after a timeout is
+        safe; and a script redis-py re-sends after a lost reply is recognised by
+        its operation token and has no second effect. A different record under an
+        existing id is still ``session.store.conflict``.
         """
+        response_id, parent, expected, blob = self._check_save(session, expected_previous_response_id, overwrite)
+        thread = await self._thread_for_save(response_id, parent)
+        request = SaveRequest(response_id, parent or "", expected is not None, expected or "", overwrite, blob,
+                              self._ttl_ms, OVERWRITE_CYCLE_WALK_LIMIT, new_token())
+        status, detail = await self.engine.save(thread, request)
+        if status != "ok":
+            await self._refused(status, detail, response_id, parent, thread)
+        await self._after_save(response_id, parent, thread)
+
+    def _check_save(self, session: object, expected: object, overwrite: object) -> tuple[str, str | None, str | None, bytes]:
+        """Every argument of a save, checked before anything is sent: the id, the
+        parent, the expectation ('' for an expected root, None for none), the record
+        bytes. Refusals that need no stored state are made here."""
         if not isinstance(session, StoredResponseSession):
             raise SessionError(ErrorCode.INPUT_INVALID, f"save() takes a StoredResponseSession, not {type(session).__name__}")
         response_id = validate_id(session.id)
@@ -158,9 +193,11 @@ class ChainStore:
         if parent is not None:
             validate_id(parent, "previous_response_id")
         validate.flag(overwrite, "overwrite")
-        expect = not isinstance(expected_previous_response_id, _Unset)
-        if expect and expected_previous_response_id is not None:
-            validate_id(expected_previous_response_id, "expected_previous_response_id")
+        want: str | None = None
+        if not isinstance(expected, _Unset):
+            want = "" if expected is None else validate_id(expected, "expected_previous_response_id")
+            if (parent or "") != want:
+                raise _expected_mismatch(parent)
         blob = encode(session)
         if len(blob) > self.max_record_bytes:
             raise SessionError(
@@ -171,14 +208,7 @@ class ChainStore:
             decode_session(blob, f"response {response_id!r}")
         except SessionError as exc:
             raise SessionError(ErrorCode.INPUT_INVALID, exc.message.replace("does not decode", "is not a valid record")) from None
-        thread = await self._thread_for_save(response_id, parent)
-        request = SaveRequest(response_id, parent or "", expect, str(expected_previous_response_id or ""),
-                              overwrite, blob, self._ttl_ms, OVERWRITE_CYCLE_WALK_LIMIT)
-        status, detail = await self.engine.save(thread, request)
-        if status != "ok":
-            await self._refused(status, detail, response_id, parent, thread)
-        if thread_of(response_id) is None:
-            await self._point(response_id, thread)
+        return response_id, parent, want, blob
 
     async def _thread_for_save(self, response_id: str, parent: str | None) -> str:
         own = thread_of(response_id)
@@ -193,31 +223,42 @@ class ChainStore:
             return own
         if parent is None:
             return foreign_root_thread(response_id)
-        # Continuing a foreign parent refreshes its locator, so it stays readable by id
-        # as long as its conversation goes on.
-        thread = parent_thread or await self.engine.locate(parent, self._ttl_ms)
+        # A plain read: the parent's locator is refreshed only once the save has succeeded.
+        thread = parent_thread or await self.engine.locate(parent, 0)
         if thread is None:
             raise SessionError(ErrorCode.CHAIN_NOT_FOUND, f"previous_response_id {parent!r} was not found")
         return thread
 
+    async def _after_save(self, response_id: str, parent: str | None, thread: str) -> None:
+        """The locator steps of a saved foreign id: point it at its thread, and give a
+        foreign parent's locator a new TTL, so it stays readable by id as long as its
+        conversation goes on. Both idempotent; sent together (two slots)."""
+        if thread_of(response_id) is not None:
+            return
+        steps: list[Awaitable[None]] = [self._point(response_id, thread)]
+        if parent is not None and thread_of(parent) is None and self._ttl_ms:
+            steps.append(self.engine.touch(parent, self._ttl_ms))
+        if len(steps) == 1:
+            await steps[0]
+            return
+        for outcome in await asyncio.gather(*steps, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                raise outcome
+
     async def _point(self, response_id: str, thread: str) -> None:
+        # SET NX GET: a re-sent copy finds our own thread there, which is success.
         old = await self.engine.point(response_id, thread, self._ttl_ms)
         if old is not None and old != thread:
             # The same foreign id was just saved into another thread by someone else:
             # theirs came first, so take ours back out rather than keep two.
-            await self.engine.delete(thread, response_id)
+            await self.engine.delete(thread, response_id, new_token())
             raise SessionError(ErrorCode.STORE_CONFLICT, f"response {response_id!r} already exists")
 
     async def _refused(self, status: str, detail: str, response_id: str, parent: str | None, thread: str) -> None:
         if status == "exists":
-            if thread_of(response_id) is None:
-                await self._point(response_id, thread)  # repair a locator lost by a crashed save
             raise SessionError(ErrorCode.STORE_CONFLICT, f"response {response_id!r} already exists")
         if status == "expected":
-            raise SessionError(
-                ErrorCode.STORE_CONFLICT,
-                f"expected previous_response_id does not match: the record's parent is {detail or None!r}",
-            )
+            raise _expected_mismatch(detail or None)
         if status == "parent_missing":
             elsewhere = await self._thread(detail) if thread_of(detail) is None else None
             if elsewhere is not None and elsewhere != thread:
@@ -234,12 +275,15 @@ class ChainStore:
     @bounded
     async def delete(self, response_id: str) -> bool:
         """Delete one response. Its descendants stay; resolving through the gap raises
-        ``session.chain.not_found`` naming it, never a shortened history."""
+        ``session.chain.not_found`` naming it, never a shortened history.
+
+        Idempotent: a script re-sent after a lost reply answers what the first copy
+        did and deletes nothing more (its token is remembered in the thread)."""
         validate_id(response_id)
         thread = await self._thread(response_id)
         if thread is None:
             return False
-        deleted = await self.engine.delete(thread, response_id)
+        deleted = await self.engine.delete(thread, response_id, new_token())
         if thread_of(response_id) is None:
             await self.engine.unpoint(response_id)
         return deleted
