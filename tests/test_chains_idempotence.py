@@ -187,7 +187,7 @@ async def test_a_resent_delete_answers_true_and_deletes_nothing_more(backend, ki
     assert await store.delete(rid) is False
 
 
-@pytest.mark.parametrize("kind", ["minted"])  # foreign ids: once delete re-checks its locator
+@KINDS
 async def test_a_resent_delete_spares_a_record_saved_in_between(backend, kind):
     store, other = make_store(backend), make_store(backend)
     root = ids_for(kind)

@@ -139,10 +139,15 @@ class MemoryChainEngine:
                     steps += 1
         return None
 
-    # -- threads: chain_walk.lua, HGET ----------------------------------------------
+    # -- threads: chain_walk.lua, HGET, HEXISTS -------------------------------------
     async def fetch(self, thread: str, response_id: str, slide_ms: int) -> object | None:
         status, _, records = await self.walk(thread, response_id, 1, slide_ms)
         return records[0] if records else None
+
+    async def has(self, thread: str, response_id: str) -> bool:
+        self.round_trips += 1
+        entry = self._live_thread(thread)
+        return entry is not None and f"d:{response_id}" in entry.fields
 
     async def walk(self, thread: str, start: str, limit: int, slide_ms: int) -> tuple[str, str, Sequence[object]]:
         self.round_trips += 1

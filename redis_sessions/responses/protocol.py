@@ -125,6 +125,9 @@ class ChainEngine(Protocol):
     async def fetch(self, thread: str, response_id: str, slide_ms: int) -> object | None:
         """One record (its stored bytes), or None."""
 
+    async def has(self, thread: str, response_id: str) -> bool:
+        """Whether the thread holds the record (no TTL change)."""
+
     async def walk(self, thread: str, start: str, limit: int, slide_ms: int) -> tuple[str, str, Sequence[object]]: ...
 
     async def delete(self, thread: str, response_id: str, token: str) -> bool:

@@ -80,6 +80,12 @@ class RedisChainEngine:
         async with translate_errors(f"thread {key!r}"):
             return await self.link.client.hget(key, self.keys.data_field(response_id))
 
+    async def has(self, thread: str, response_id: str) -> bool:
+        key = self.keys.thread(thread)
+        self.round_trips += 1
+        async with translate_errors(f"thread {key!r}"):
+            return bool(await self.link.client.hexists(key, self.keys.data_field(response_id)))
+
     async def walk(self, thread: str, start: str, limit: int, slide_ms: int) -> tuple[str, str, Sequence[object]]:
         key = self.keys.thread(thread)
         self.round_trips += 1

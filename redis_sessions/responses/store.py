@@ -7,13 +7,14 @@ the engine they build. Round trips (each engine call is one):
   ``resolve_chain`` and ``delete`` are one round trip each, at any depth;
 - ids minted elsewhere add one locator read (``resolve_chain``: 2), and a save
   adds one locator write after the record is in place (sent together with the
-  refresh of a foreign parent's locator), and a delete removes the locator.
+  refresh of a foreign parent's locator); a delete removes the locator, then
+  checks the record is still gone (see ``_unpoint``).
 
 Every write is idempotent. Each save and delete carries a random operation token
 in its script's ARGV; the thread hash remembers the last few in a ring
 (:mod:`.protocol`), so a script that redis-py re-sends after a lost reply has no
 second effect and answers what the first copy did. The locator steps are
-idempotent by construction (SET NX GET, PEXPIRE, DEL).
+idempotent by construction (SET NX GET, PEXPIRE, DEL followed by a re-check).
 Every argument is checked before the first command is sent.
 """
 
@@ -285,8 +286,20 @@ class ChainStore:
             return False
         deleted = await self.engine.delete(thread, response_id, new_token())
         if thread_of(response_id) is None:
-            await self.engine.unpoint(response_id)
+            await self._unpoint(response_id, thread)
         return deleted
+
+    async def _unpoint(self, response_id: str, thread: str) -> None:
+        """Remove a foreign id's locator, unless a save put the record back meanwhile.
+
+        A save of the same id racing this delete may write its record after our
+        script removed it and find the locator still in place; removing the locator
+        then would leave a successful save unreadable by id. So look again once the
+        locator is gone, and point it back if the record is there: whatever the
+        interleaving, a record in its thread ends up with its locator."""
+        await self.engine.unpoint(response_id)
+        if await self.engine.has(thread, response_id):
+            await self.engine.point(response_id, thread, self._ttl_ms)
 
     async def close(self) -> None:
         await self.engine.close()
