@@ -259,6 +259,43 @@ async def test_the_ring_is_bounded(backend):
 
 
 # -- refusals write nothing ---------------------------------------------------------------
+def deep(levels: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(levels - 1):
+        value = {"k": value}
+    return value
+
+
+NESTED_FIELDS = {
+    "metadata": lambda r, v: msgspec.structs.replace(r, metadata=v),
+    "request.input": lambda r, v: msgspec.structs.replace(r, request=msgspec.structs.replace(r.request, input=[v])),
+    "request.tools": lambda r, v: msgspec.structs.replace(r, request=msgspec.structs.replace(r.request, tools=[v])),
+    "request.tool_choice": lambda r, v: msgspec.structs.replace(r, request=msgspec.structs.replace(r.request, tool_choice=v)),
+    "request.reasoning": lambda r, v: msgspec.structs.replace(r, request=msgspec.structs.replace(r.request, reasoning=v)),
+    "request.text": lambda r, v: msgspec.structs.replace(r, request=msgspec.structs.replace(r.request, text=v)),
+    "response.output": lambda r, v: msgspec.structs.replace(r, response=msgspec.structs.replace(r.response, output=[v])),
+    "response.usage": lambda r, v: msgspec.structs.replace(r, response=msgspec.structs.replace(r.response, usage=v)),
+    "response.error": lambda r, v: msgspec.structs.replace(r, response=msgspec.structs.replace(r.response, error=v)),
+    "response.incomplete_details": lambda r, v: msgspec.structs.replace(
+        r, response=msgspec.structs.replace(r.response, incomplete_details=v)),
+}
+
+
+@pytest.mark.parametrize("where", list(NESTED_FIELDS))
+async def test_a_record_nested_too_deeply_is_refused_and_writes_nothing(backend, where):
+    store = make_store(backend, ttl_seconds=100)
+    await store.save(record("ext-parent"))
+    before = await all_keys(backend, store, deadlines=True)
+    for levels, rid, parent in ((2_000, new_response_id(), None), (101, new_response_id(), None),
+                                (2_000, "ext-child", "ext-parent"), (150, "ext-child", "ext-parent")):
+        bad = NESTED_FIELDS[where](record(rid, parent), deep(levels))
+        with pytest.raises(SessionError) as err:
+            await store.save(bad)
+        assert err.value.code is ErrorCode.INPUT_INVALID and where in err.value.message
+    assert await all_keys(backend, store, deadlines=True) == before
+    await store.save(NESTED_FIELDS[where](record(new_response_id()), deep(99)))  # at the limit: fine
+
+
 BAD_SETTINGS = [
     {"max_depth": "5"}, {"max_depth": True}, {"max_depth": 0}, {"max_depth": 10**17}, {"max_depth": 2.5},
     {"ttl_seconds": "60"}, {"ttl_seconds": True}, {"ttl_seconds": float("inf")}, {"ttl_seconds": float("nan")},

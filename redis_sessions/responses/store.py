@@ -24,13 +24,20 @@ import asyncio
 import hashlib
 from typing import Any, Awaitable, Mapping
 
+import msgspec
+
 from .. import validate
 from ..clock import Clock, system_clock
 from ..codec import decode_session, encode
 from ..errors import ErrorCode, SessionError
 from ..ids import mint_response_id, new_thread_tag, thread_of, validate_id
 from ..keys import DEFAULT_PREFIX, KeySpace
-from ..models import ResponseSessionSnapshot, StoredResponseSession
+from ..models import (
+    ResponseSessionSnapshot,
+    StoredResponseRequestSnapshot,
+    StoredResponseSession,
+    StoredResponseSnapshot,
+)
 from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, bounded, check_timeout
 from .chain import build_snapshot, check_walk, decode_chain
 from .memory_engine import MemoryChainEngine
@@ -50,6 +57,56 @@ def _expected_mismatch(parent: str | None) -> SessionError:
         ErrorCode.STORE_CONFLICT,
         f"expected previous_response_id does not match: the record's parent is {parent!r}",
     )
+
+
+def _nesting_fields(struct: type[msgspec.Struct]) -> tuple[str, ...]:
+    """The fields of a stored type that may hold lists or dicts (so may nest)."""
+    def may_nest(kind: msgspec.inspect.Type) -> bool:
+        if isinstance(kind, msgspec.inspect.UnionType):
+            return any(may_nest(t) for t in kind.types)
+        return isinstance(kind, (msgspec.inspect.ListType, msgspec.inspect.DictType, msgspec.inspect.AnyType,
+                                 msgspec.inspect.TupleType, msgspec.inspect.VarTupleType))
+    info = msgspec.inspect.type_info(struct)
+    assert isinstance(info, msgspec.inspect.StructType)
+    return tuple(f.name for f in info.fields if may_nest(f.type))
+
+
+_NESTED = tuple(
+    (path, name)
+    for path, struct in (("", StoredResponseSession), ("request.", StoredResponseRequestSnapshot),
+                         ("response.", StoredResponseSnapshot))
+    for name in _nesting_fields(struct)
+)
+
+
+def check_nesting(session: StoredResponseSession) -> None:
+    """Refuse a record whose lists and dicts nest deeper than validate.MAX_NESTING,
+    field by field, before msgspec recurses into it (RecursionError) or writes
+    something a reader with less stack could not read back."""
+    parts = {"": session, "request.": session.request, "response.": session.response}
+    for path, name in _NESTED:
+        value = getattr(parts[path], name, None)
+        if isinstance(value, (dict, list, tuple)):
+            validate.nesting(value, path + name)
+
+
+# Every list, dict or struct msgpack writes starts with one of these bytes; other
+# bytes (in strings, say) may be among them too, so counting them bounds the depth.
+_CONTAINER_HEADERS = bytes(range(0x80, 0xA0)) + bytes(range(0xDC, 0xE0))
+
+
+def encode_record(session: StoredResponseSession) -> bytes:
+    """The record's bytes, refusing one that nests too deeply (``session.input.invalid``
+    naming the field). The field-by-field walk costs a few microseconds, so it runs
+    only when the bytes hold enough container headers to nest that deep at all."""
+    try:
+        blob = encode(session)
+    except SessionError:
+        check_nesting(session)  # name the field, if that is why it would not encode
+        raise
+    if len(blob) - len(blob.translate(None, _CONTAINER_HEADERS)) > validate.MAX_NESTING:
+        check_nesting(session)
+    return blob
 
 
 def foreign_root_thread(response_id: str) -> str:
@@ -199,7 +256,7 @@ class ChainStore:
             want = "" if expected is None else validate_id(expected, "expected_previous_response_id")
             if (parent or "") != want:
                 raise _expected_mismatch(parent)
-        blob = encode(session)
+        blob = encode_record(session)
         if len(blob) > self.max_record_bytes:
             raise SessionError(
                 ErrorCode.RECORD_TOO_LARGE,
