@@ -7,19 +7,22 @@
 local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[3]
 local h, why = load(key)
 if why == 'corrupt' then return corrupt('header') end
+local len = 0
 if h then
   local r = find(h, tok)
+  if r == false then return corrupt('token ring') end
   if r then return replay(r) end
+  if ttl == 0 then len = redis.call('LLEN', key) end  -- only a header-only key needs to know
+else
+  h = fresh(ARGV[2])
 end
-local was_empty = why == 'none' or (h ~= nil and redis.call('LLEN', key) == 1)
-if not h then h = fresh(ARGV[2]) end
+h.v = h.v + 1
+if not remember(h, tok, 'a' .. h.v) then return corrupt('token ring') end
 -- writes
 local n = #ARGV
 for i = 4, n, 1000 do
   redis.call('RPUSH', key, unpack(ARGV, i, math.min(i + 999, n)))
 end
-h.v = h.v + 1
-remember(h, tok, 'a' .. string.format('%d', h.v))
 save(key, h)
-expire(key, ttl, was_empty)
+expire(key, ttl, 2, len == 1)
 return h.v

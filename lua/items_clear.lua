@@ -2,26 +2,25 @@
 -- ring (its popped entries forgotten), which goes after min(TTL, RETAIN_MS).
 -- KEYS[1] the session's list
 -- ARGV[1] ttl in ms ("0": none), ARGV[2] new epoch, ARGV[3] token.
--- Replies 1, or 0 when there is no key (nothing is written). A
--- re-sent call replies 1 and writes nothing, so a clear re-sent after
--- another client's add does not remove that add. A damaged header does not
--- stop a clear: the key is deleted whole.
+-- Replies 1, or 0 when there is no key (nothing is written). A re-sent call
+-- replies 1 and writes nothing, so a clear re-sent after another client's
+-- add does not remove that add. A damaged header or ring does not stop a
+-- clear: the key is deleted whole.
 local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[3]
 local h, why = load(key)
 if why == 'none' then return 0 end
+local c = fresh(ARGV[2])
 if h then
   local r = find(h, tok)
   if r then return replay(r) end
+  if r == false then why = 'corrupt' end
+  c.v, c.g = h.v + 1, h.g + 1
+  inherit(c, h, false)
 end
+if why ~= 'corrupt' and not remember(c, tok, 'z') then why = 'corrupt' end
 -- writes
 redis.call('DEL', key)
 if why == 'corrupt' then return 1 end
-local c = fresh(ARGV[2])
-if h then
-  c.v, c.g, c.tl, c.rl = h.v + 1, h.g + 1, h.tl, h.rl
-  forget_items(c)
-end
-remember(c, tok, 'z')
 save(key, c)
 if ttl > 0 and ttl < RETAIN_MS then
   redis.call('PEXPIRE', key, ttl)

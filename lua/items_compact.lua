@@ -13,14 +13,15 @@ local h, why = load(key)
 if why == 'corrupt' then return corrupt('header') end
 if not h then return 0 end
 local r = find(h, tok)
+if r == false then return corrupt('token ring') end
 if r then return replay(r) end
-if h.e ~= ARGV[2] or string.format('%d', h.g) ~= ARGV[3] then return 0 end
+if h.e ~= ARGV[2] or h.g ~= tonumber(ARGV[3]) then return 0 end
 local n = tonumber(ARGV[4])
 local len = redis.call('LLEN', key)
 if len - 1 < n then return 0 end
--- writes
 h.v, h.g, h.new = h.v + 1, h.g + 1, true
-remember(h, tok, 'c')
+if not remember(h, tok, 'c') then return corrupt('token ring') end
+-- writes
 redis.call('LTRIM', key, n + 1, -1)  -- the header and the N items read
 -- LPUSH a b c yields c b a: push the replacement newest first, in chunks.
 local hi = #ARGV
@@ -32,5 +33,5 @@ while hi >= 6 do
   hi = lo - 1
 end
 save(key, h)
-expire(key, ttl, len == 1)
+expire(key, ttl, len - n + #ARGV - 5, len == 1)
 return 1

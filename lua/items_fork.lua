@@ -12,19 +12,23 @@ if why == 'corrupt' then return corrupt('header') end
 if why == 'old' then return 0 end
 if h then
   local r = find(h, tok)
+  if r == false then return corrupt('token ring') end
   if r then return replay(r) end
   if redis.call('LLEN', key) > 1 then return 0 end
 end
 if #ARGV < 6 then return 1 end
--- writes
 local f = fresh(ARGV[2])
 f.v, f.from, f.at = 1, ARGV[3], ARGV[4]
-if h then f.tl, f.rl, f.new = h.tl, h.rl, false end
-remember(f, tok, 'f')
+if h then
+  inherit(f, h, true)
+  f.new = false
+end
+if not remember(f, tok, 'f') then return corrupt('token ring') end
+-- writes
 local n = #ARGV
 for i = 6, n, 1000 do
   redis.call('RPUSH', key, unpack(ARGV, i, math.min(i + 999, n)))
 end
 save(key, f)
-expire(key, ttl, h ~= nil)
+expire(key, ttl, 2, h ~= nil)
 return 1

@@ -1,40 +1,48 @@
 -- Remove and return the newest plausible item, dropping non-items on the way.
 -- KEYS[1] the session's list
 -- ARGV[1] ttl in ms ("0": none), ARGV[2] epoch for a list from before
--- headers, ARGV[3] token, ARGV[4] how many entries to drop at most (capped
--- at SCAN_LIMIT).
--- Replies the entry; nil when there is none; 1 when it dropped its limit of
--- non-items and stopped (the caller calls again, with a new token). Never
--- pops the header: a session whose last entry goes keeps its header, and so
--- its ring, for its TTL (RETAIN_MS without one). A re-sent call replies what
--- the first run replied and removes nothing more. Bumps v and g.
-local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[3]
-local limit = math.max(1, math.min(tonumber(ARGV[4]), SCAN_LIMIT))
+-- headers, ARGV[3] token, ARGV[4] how many entries to look at at most
+-- (capped at SCAN_LIMIT).
+-- Replies the entry; nil when there is none; 1 when it met its limit of
+-- non-items first (they are dropped; the caller calls again, with a new
+-- token). Never pops the header: a session whose last entry goes keeps its
+-- header, and so its ring, for its TTL (RETAIN_MS without one). A re-sent
+-- call replies what the first run replied and removes nothing more. Reads
+-- the tail in doubling windows first, then removes what it read with one
+-- LTRIM: all checks before the first write. Bumps v and g.
+local key, ttl, tok, limit = KEYS[1], tonumber(ARGV[1]), ARGV[3], clamp(ARGV[4])
 local h, why = load(key)
 if why == 'corrupt' then return corrupt('header') end
 if why == 'none' then return false end
 if h then
   local r = find(h, tok)
+  if r == false then return corrupt('token ring') end
   if r then return replay(r) end
 end
-local left = redis.call('LLEN', key) - (h and 1 or 0)
+local len = redis.call('LLEN', key)
+local left = len - (h and 1 or 0)
 if left == 0 then return false end
 if not h then h = fresh(ARGV[2]) end
--- writes
-local found, dropped = false, 0
-while left > 0 and dropped < limit do
-  local e = redis.call('RPOP', key)
-  left = left - 1
-  if plausible(e) then
-    found = e
-    break
+local found, used, window = false, 0, 1
+while not found and used < left and used < limit do
+  local take = math.min(window, left - used, limit - used)
+  local part = redis.call('LRANGE', key, -(used + take), -(used + 1))
+  for i = #part, 1, -1 do
+    used = used + 1
+    if plausible(part[i]) then
+      found = part[i]
+      break
+    end
   end
-  dropped = dropped + 1
+  window = window * 2
 end
 local result = 'n'
-if found then result = 'i' .. found elseif left > 0 then result = 'm' end
+if found then result = 'i' elseif used < left then result = 'm' end
 h.v, h.g = h.v + 1, h.g + 1
-remember(h, tok, result)
+if not remember(h, tok, result, found or nil) then return corrupt('token ring') end
+-- writes
+redis.call('LTRIM', key, 0, -(used + 1))
 save(key, h)
-expire(key, ttl, false)
+expire(key, ttl, len - used + (h.new and 1 or 0), false)
+if found then return found end
 return replay(result)

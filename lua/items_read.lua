@@ -5,15 +5,22 @@
 -- Replies ONE frame (see frame()): v, e, g, then the entries as stored. The
 -- caller reads pages until one comes back short, and starts over if e or g
 -- changed between pages (appends change neither and never move an entry).
+-- The first page is one LRANGE that includes index 0 (the header).
 local key, start = KEYS[1], tonumber(ARGV[1])
-local count = math.max(1, math.min(tonumber(ARGV[2]), SCAN_LIMIT))
-local n, h, lo, bad = view(key)
-if bad then return corrupt('header') end
-local out = {string.format('%d', h and h.v or 0), h and h.e or '', string.format('%d', h and h.g or 0)}
-if n > lo + start then
-  local part = redis.call('LRANGE', key, lo + start, lo + start + count - 1)
-  for i = 1, #part do out[#out + 1] = part[i] end
+local count, slide = clamp(ARGV[2]), tonumber(ARGV[3])
+local h, lo, part
+if start == 0 then
+  part = redis.call('LRANGE', key, 0, count)
+  if #part > 0 then
+    h, lo = zero(part[1])
+  end
+else
+  h, lo = zero(redis.call('LINDEX', key, 0) or '')
+  part = redis.call('LRANGE', key, lo + start, lo + start + count - 1)
 end
-local slide = tonumber(ARGV[3])
-if slide > 0 and n > 0 then redis.call('PEXPIRE', key, slide) end
+if h == false then return corrupt('header') end
+local out = {tostring(h and h.v or 0), h and h.e or '', tostring(h and h.g or 0)}
+local first = (start == 0 and lo == 1) and 2 or 1
+for i = first, math.min(#part, first + count - 1) do out[#out + 1] = part[i] end
+if slide > 0 then redis.call('PEXPIRE', key, slide) end
 return frame(out)

@@ -73,7 +73,7 @@ async def header_of(b: Backend, sid: str = "s1") -> header.Header:
         first = raw[0][0]
     else:
         first = await b.client.lindex(key_of(b, sid), 0)
-    return header.ring(header.parse(first, "test"), "test")
+    return header.parse(first, "test")
 
 
 def expect_error(code: ErrorCode) -> Any:

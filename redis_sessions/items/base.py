@@ -124,8 +124,13 @@ def new_epoch() -> bytes:
 
 
 def new_token() -> bytes:
-    """An operation token: 96 random bits, hex (never ``:``, so never a caller's ``k:`` key)."""
-    return secrets.token_hex(12).encode()
+    """An operation token: 64 random bits, hex (never ``:``, so never a caller's ``k:`` key).
+
+    A write that creates a session, clears it or forks onto it uses its token
+    as the new epoch too (a random value, new per write; a retry that re-uses
+    the token is the same write). Only a caller's idempotency key, which may
+    come back after the session expired, gets a fresh epoch."""
+    return secrets.token_hex(8).encode()
 
 
 def plausible(entry: bytes) -> bool:
@@ -289,9 +294,12 @@ class ItemSession(ABC):
         key = None if idempotency_key is None else validate_id(idempotency_key, "idempotency key")
         if not entries:
             return
-        token = self._token("add", entries) if key is None else b"k:" + key.encode("utf-8")
+        if key is None:
+            token = epoch = self._token("add", entries)
+        else:
+            token, epoch = b"k:" + key.encode("utf-8"), new_epoch()
         try:
-            await self._eng_add(entries, token, new_epoch())
+            await self._eng_add(entries, token, epoch)
         except BaseException:
             self._pending = ("add", token, entries)
             raise
@@ -309,7 +317,7 @@ class ItemSession(ABC):
         token = self._token("pop", None)
         while True:
             try:
-                got = await self._eng_pop(token, new_epoch(), hd.SCAN_LIMIT)
+                got = await self._eng_pop(token, token, hd.SCAN_LIMIT)
             except BaseException:
                 self._pending = ("pop", token, None)
                 raise
@@ -332,7 +340,8 @@ class ItemSession(ABC):
         recognised instead of landing in the cleared session.
         """
         self._pending = None
-        await self._eng_clear(new_token(), new_epoch())
+        token = new_token()
+        await self._eng_clear(token, token)
 
     # -- beyond the protocol ------------------------------------------------
     @bounded
@@ -360,7 +369,7 @@ class ItemSession(ABC):
             entries = entries[:upto]
         token = self._token("fork", new_session_id)
         try:
-            created = await target._eng_create(entries, self.session_id, raw.version, token, new_epoch())
+            created = await target._eng_create(entries, self.session_id, raw.version, token, token)
         except BaseException:
             self._pending = ("fork", token, new_session_id)
             raise

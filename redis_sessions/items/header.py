@@ -4,79 +4,121 @@ A session is ONE Redis list, ``<prefix>:{s:<id>}:items``: the header at index
 0, then the encoded items, oldest first. Items and metadata in one key expire,
 get evicted, purged and migrated together; a script touches one key only.
 
-The header is bytes that Lua parses with string functions (Redis's Lua has
-cmsgpack, fakeredis's has not), and :mod:`lua/items_lib.lua` mirrors this
-module line for line::
+The header is bytes that Lua parses with one ``string.match`` (Redis's Lua
+has cmsgpack, fakeredis's has not), and ``lua/items_lib.lua`` mirrors this
+module function for function::
 
-    \\x00rs1              magic; 0x00 never starts an encoded item (a msgpack map
-                         starts with 0x80-0x8f, 0xde or 0xdf), so nothing that
-                         reads items can take the header for one, and a reader of
-                         the old layout skips it as garbage
-    <n>:<v>              version, decimal: bumped by every write
-    <n>:<e>              epoch: new when the session is created, cleared or forked onto
-    <n>:<g>              rewrite count, decimal: bumped by every write that is not an append
-    <n>:<forked_from>    source session id, or empty
-    <n>:<forked_at>      source version the fork copied, or empty
-    <n>:<tokens>         the token ring, oldest first, each token followed by "\\n"
-    <n>:<results>        one <n>:<result> per token, in the same order
-    <n>:<...>            later fields, if a later version adds any: kept as they are
+    \\x00rs1 <v> <e> <g> <forked_from> <forked_at> <n> <tlen> <rlen> <plen>[<later>]\\n<tokens><results><popped>[<later>]
 
-Every field is ``<decimal byte count>:<bytes>``, so a value may hold any byte.
+- ``\\x00rs1``: the magic. 0x00 never starts an encoded item (a msgpack map
+  starts with 0x80-0x8f, 0xde or 0xdf), so nothing that reads items takes the
+  header for one, and a reader of the old layout skips it as garbage.
+- ``v`` version, bumped by every write; ``e`` epoch, new when the session is
+  created, cleared or forked onto; ``g`` rewrite count, bumped by every write
+  that is not an append; ``forked_from``/``forked_at``, empty unless forked.
+  Counters are decimal, at most 13 digits (Lua prints larger ones in
+  exponent form); the epoch and ids hold no space or newline.
+- ``n`` tokens; ``tlen``, ``rlen``, ``plen`` the byte lengths of the sections.
+- ``tokens``: the newest :data:`RING` tokens, oldest first, each followed by a
+  newline (tokens are hex, or ``k:<idempotency key>``: never a space or newline).
+- ``results``: one ``<len>:<result>`` per token, in the same order.
+- ``popped``: the entries the newest pops removed, newest first, as
+  ``<len>:<token>\\n<entry>``: at most :data:`POPS` of them, and older ones only
+  while all fit in :data:`POP_BYTES` (the newest is kept whatever its size).
+- ``later``: a later version's fields go at the end of the first line or
+  after the sections; writers that do not know them keep them as they are.
 
-The token ring makes every write idempotent. A write carries a token made
-client-side (part of the script's ARGV, so redis-py's re-send of a command
-whose reply was lost carries the same one); a script that finds its token in
-the ring writes nothing and replies what the first run replied. The ring keeps
-the newest :data:`RING` tokens. Results are tiny except a pop's, which is the
-popped entry: those are kept for the newest :data:`KEEP` tokens whatever their
-size, and for older ones while they fit in :data:`ITEM_BYTES` together; past
-that, and after a clear, a pop's result is ``x`` (forgotten), and a re-sent
-pop that finds it raises ``session.store.conflict`` rather than pop again.
+A write carries a token made client-side, part of the script's ARGV, so
+redis-py re-sending a command whose reply was lost carries the same one. A
+script that finds its token writes nothing and replies what the first run
+replied: an add its version, a pop its item (from ``popped``; if that was
+dropped since, or cleared, ``session.store.conflict``, never a second pop).
+A token older than the newest 16 writes is forgotten, and its write would
+apply again: the bound on how late a re-send may arrive.
 
-Result kinds: ``a<v>`` add (the version it made), ``i<entry>`` pop of an item,
-``n`` pop that found none, ``m`` pop that skipped :data:`SCAN_LIMIT` non-items
-and stopped (the caller calls again), ``c`` compaction, ``f`` fork, ``z``
-clear, ``x`` a forgotten pop.
+The common write finds its token is new with one plain ``string.find``,
+appends to each section and drops the oldest entry of each past its bound;
+the ring is walked only for a re-sent write. Every write reads and rewrites
+the header, so the popped section is kept small: it is most of the header.
 
-Schema evolution: a new field goes at the end with a default; writers keep
-fields they do not know; a field never changes meaning.
+Result kinds: ``a<v>`` add, ``i`` pop of an item, ``n`` pop that found none,
+``m`` pop that met :data:`SCAN_LIMIT` non-items first (the caller calls
+again), ``c`` compaction, ``f`` fork, ``z`` clear.
+
+A header whose first line does not parse, or whose sections are shorter than
+it says, is ``session.record.corrupt`` for every script that reads it; a ring
+whose sections disagree is, for every script that walks that part of it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass
 from typing import Optional, Union
 
 from ..errors import ErrorCode, SessionError
 
 MAGIC = b"\x00rs1"
 RING = 16
-"""Tokens remembered per session."""
-KEEP = 2
-"""The newest tokens whose popped entries are kept whatever their size."""
-ITEM_BYTES = 64 << 10
-"""Bytes of popped entries kept for older tokens."""
+"""Tokens remembered per session: the newest writes."""
+POPS = 2
+"""Popped entries remembered, for the newest pops..."""
+POP_BYTES = 64 << 10
+"""... while they fit in this many bytes together (the newest is always kept)."""
 RETAIN_MS = 600_000
 """How long a header-only session (emptied by pops, or cleared) keeps its ring
 when the session has no TTL."""
 SCAN_LIMIT = 1000
 """Entries one script call reads or drops at most (pop's garbage, get's scan, a read's page)."""
 
+_LINE = re.compile(
+    rb" ([0-9]+) ([^ \n]+) ([0-9]+) ([^ \n]*) ([0-9]*) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+)([^\n]*)\n")
+_FIELD = re.compile(rb"([0-9]+):")
+
 
 @dataclass
 class Header:
+    """A parsed header: its counters, and its sections left in place in ``raw``
+    (0-based offsets) until :func:`remember` works out what the new one keeps."""
+
     version: int
     epoch: bytes
     rewrites: int
     forked_from: bytes = b""
     forked_at: bytes = b""
-    raw_tokens: bytes = b""
-    raw_results: bytes = b""
-    rest: list[bytes] = field(default_factory=list)
-    tokens: list[bytes] = field(default_factory=list)
-    results: list[bytes] = field(default_factory=list)
+    count: int = 0
+    rest: bytes = b""
+    raw: bytes = b""
+    start: int = 0
+    tlen: int = 0
+    rlen: int = 0
+    plen: int = 0
+    cut: Optional[tuple[int, int, int, int, int, int]] = None
+    """What the next header keeps of ``raw``: tokens, results and popped ranges (start, end)."""
+    tok: bytes = b""
+    result: bytes = b""
+    entry: Optional[bytes] = None
     new: bool = False
     """Not in the list yet: written with LPUSH rather than LSET."""
+
+    @property
+    def tail(self) -> bytes:
+        return self.raw[self.start + self.tlen + self.rlen + self.plen:]
+
+    @property
+    def tokens(self) -> list[bytes]:
+        return self.raw[self.start:self.start + self.tlen].split(b"\n")[:-1]
+
+    @property
+    def results(self) -> list[bytes]:
+        return _fields(self.raw[self.start + self.tlen:self.start + self.tlen + self.rlen], "results")
+
+    @property
+    def popped(self) -> list[tuple[bytes, bytes]]:
+        """(token, entry) of the remembered pops, newest first."""
+        q = self.start + self.tlen + self.rlen
+        found = _fields(self.raw[q:q + self.plen], "popped entries")
+        return [(p[:p.index(b"\n")], p[p.index(b"\n") + 1:]) for p in found]
 
 
 def is_header(entry: bytes) -> bool:
@@ -87,93 +129,132 @@ def fresh(epoch: bytes) -> Header:
     return Header(version=0, epoch=epoch, rewrites=0, new=True)
 
 
-def _field(s: bytes, p: int) -> tuple[Optional[bytes], int]:
-    c = s.find(b":", p)
-    if c < 0 or c == p or c - p > 9:
-        return None, p
-    digits = s[p:c]
-    if not digits.isdigit():
-        return None, p
-    n = int(digits)
-    if c + 1 + n > len(s):
-        return None, p
-    return s[c + 1 : c + 1 + n], c + 1 + n
+def inherit(h: Header, ring: Header, pops: bool) -> None:
+    """Give ``h`` the token ring of ``ring``, and its popped entries if ``pops``."""
+    h.start, h.tlen, h.rlen, h.count, h.rest = ring.start, ring.tlen, ring.rlen, ring.count, b""
+    h.plen = ring.plen if pops else 0
+    h.raw = ring.raw[:h.start + h.tlen + h.rlen + h.plen]  # not the later sections
 
 
-def _counter(value: bytes) -> bool:
-    return value.isdigit() and len(value) <= 15
+def try_parse(s: bytes) -> Optional[Header]:
+    """The header's fields, its sections left in place; None if it does not parse."""
+    if s[:4] != MAGIC:
+        return None
+    m = _LINE.match(s, 4)
+    if m is None:
+        return None
+    v, e, g, source, at, n, tl, rl, pl, rest = m.groups()
+    if any(len(c) > 13 for c in (v, g, n, tl, rl, pl)):
+        return None
+    p, tlen, rlen, plen = m.end(), int(tl), int(rl), int(pl)
+    if p + tlen + rlen + plen > len(s):
+        return None
+    return Header(version=int(v), epoch=e, rewrites=int(g), forked_from=source, forked_at=at, count=int(n),
+                  rest=rest, raw=s, start=p, tlen=tlen, rlen=rlen, plen=plen)
 
 
 def parse(s: bytes, where: str) -> Header:
-    """The header's fields (its ring still packed); ``session.record.corrupt`` if it does not parse."""
-    fields: list[bytes] = []
-    p = 4
-    if s[:4] == MAGIC:
-        while p < len(s):
-            value, p = _field(s, p)
-            if value is None:
-                break
-            fields.append(value)
-    if p != len(s) or len(fields) < 7 or not _counter(fields[0]) or not fields[1] or not _counter(fields[2]):
+    h = try_parse(s)
+    if h is None:
         raise SessionError(ErrorCode.RECORD_CORRUPT, f"{where}: the session header does not parse")
-    return Header(version=int(fields[0]), epoch=fields[1], rewrites=int(fields[2]), forked_from=fields[3],
-                  forked_at=fields[4], raw_tokens=fields[5], raw_results=fields[6], rest=fields[7:])
-
-
-def ring(h: Header, where: str) -> Header:
-    """Unpack the token ring (writes need it; reads do not)."""
-    results: list[bytes] = []
-    p = 0
-    while p < len(h.raw_results):
-        value, p = _field(h.raw_results, p)
-        if value is None:
-            break
-        results.append(value)
-    tokens = h.raw_tokens.split(b"\n")[:-1]
-    if p != len(h.raw_results) or (h.raw_tokens and not h.raw_tokens.endswith(b"\n")) or len(tokens) != len(results):
-        raise SessionError(ErrorCode.RECORD_CORRUPT, f"{where}: the session header's token ring does not parse")
-    h.tokens, h.results = tokens, results
     return h
 
 
-def find(h: Header, token: bytes) -> Optional[bytes]:
-    for i in range(len(h.tokens) - 1, -1, -1):
-        if h.tokens[i] == token:
-            return h.results[i]
-    return None
+def _next(s: bytes, q: int, end: int) -> Optional[tuple[int, int]]:
+    """The field at ``q`` in ``s`` (ending by ``end``): where its value starts, and where the next field does."""
+    m = _FIELD.match(s, q)
+    if m is None:
+        return None
+    r, n = m.end(), int(m.group(1))
+    if r + n > end:
+        return None
+    return r, r + n
 
 
-def remember(h: Header, token: bytes, result: bytes) -> None:
-    tokens, results = h.tokens + [token], h.results + [result]
-    drop = len(tokens) - RING
-    if drop > 0:
-        tokens, results = tokens[drop:], results[drop:]
-    total = 0
-    for i in range(len(results) - 1, -1, -1):
-        r = results[i]
-        if r[:1] == b"i":
-            if len(results) - 1 - i >= KEEP and total + len(r) > ITEM_BYTES:
-                results[i] = b"x"
-            else:
-                total += len(r)
-    h.tokens, h.results = tokens, results
+def find(h: Header, tok: bytes) -> Union[bytes, None, bool]:
+    """What ``tok``'s write replied, as remembered (a pop's ``i`` with its entry, or
+    ``x`` if that is gone); None if it is not in the ring; False if the ring is damaged."""
+    at = h.raw.find(b"\n" + tok + b"\n", h.start - 1)
+    if at < 0 or at + len(tok) + 1 > h.start + h.tlen - 1:
+        return None
+    index = h.raw[h.start - 1:at + 1].count(b"\n")
+    q, end = h.start + h.tlen, h.start + h.tlen + h.rlen
+    for _ in range(index):
+        field = _next(h.raw, q, end)
+        if field is None:
+            return False
+        r, q = field
+    result = h.raw[r:q]
+    if result != b"i":
+        return result
+    q, end, key = end, end + h.plen, tok + b"\n"
+    while q < end:
+        field = _next(h.raw, q, end)
+        if field is None:
+            return False
+        r, q = field
+        if h.raw[r:r + len(key)] == key:
+            return b"i" + h.raw[r + len(key):q]
+    return b"x"
 
 
-def forget_items(h: Header) -> None:
-    """A clear keeps the tokens but not the popped entries."""
-    h.results = [b"x" if r[:1] == b"i" else r for r in h.results]
+def remember(h: Header, tok: bytes, result: bytes, entry: Optional[bytes] = None) -> bool:
+    """Add ``tok`` and its result as the newest (and a pop's entry); drop the oldest past
+    the bounds. Only works out what to keep (``h.cut``); :func:`dump` builds the new
+    header. False if the ring is damaged (nothing changed)."""
+    ts, te = h.start, h.start + h.tlen
+    rs, re_ = te, te + h.rlen
+    ps, pe = re_, re_ + h.plen
+    n = h.count + 1
+    if n > RING:
+        c = h.raw.find(b"\n", ts)
+        field = _next(h.raw, rs, re_)
+        if c < 0 or c >= te or field is None:
+            return False
+        ts, rs, n = c + 1, field[1], n - 1
+    keep = pe
+    if entry is not None:
+        size, kept, total, q = len(tok) + 1 + len(entry), 1, 0, ps
+        keep = ps
+        while q < pe and kept < POPS:
+            field = _next(h.raw, q, pe)
+            if field is None:
+                return False
+            if total + (field[1] - q) + size > POP_BYTES:
+                break
+            total, kept, q = total + field[1] - q, kept + 1, field[1]
+            keep = q
+    h.cut, h.tok, h.result, h.entry, h.count = (ts, te, rs, re_, ps, keep), tok, result, entry, n
+    return True
 
 
-def _ns(value: bytes) -> bytes:
-    return b"%d:%s" % (len(value), value)
+def _fields(section: bytes, what: str) -> list[bytes]:
+    out: list[bytes] = []
+    q = 0
+    while q < len(section):
+        field = _next(section, q, len(section))
+        if field is None:
+            raise SessionError(ErrorCode.RECORD_CORRUPT, f"the session header's {what} do not parse")
+        out.append(section[field[0]:field[1]])
+        q = field[1]
+    return out
 
 
 def dump(h: Header) -> bytes:
-    out = [MAGIC, _ns(b"%d" % h.version), _ns(h.epoch), _ns(b"%d" % h.rewrites), _ns(h.forked_from), _ns(h.forked_at)]
-    out.append(_ns(b"".join(t + b"\n" for t in h.tokens)))
-    out.append(_ns(b"".join(_ns(r) for r in h.results)))
-    out.extend(_ns(r) for r in h.rest)
-    return b"".join(out)
+    assert h.cut is not None, "a header is written after remember()"
+    ts, te, rs, re_, ps, keep = h.cut
+    raw, tok, result = h.raw, h.tok, h.result
+    pop = b"" if h.entry is None else b"%d:%s\n%s" % (len(tok) + 1 + len(h.entry), tok, h.entry)
+    toks = raw[ts:te] + tok + b"\n"
+    res = raw[rs:re_] + b"%d:%s" % (len(result), result)
+    pops = pop + raw[ps:keep]
+    return b"%s %d %s %d %s %s %d %d %d %d%s\n%s%s%s%s" % (
+        MAGIC, h.version, h.epoch, h.rewrites, h.forked_from, h.forked_at, h.count, len(toks), len(res),
+        len(pops), h.rest, toks, res, pops, h.tail)
+
+
+def _counter(value: bytes) -> bool:
+    return value.isdigit() and len(value) <= 13
 
 
 def replay(result: bytes, where: str) -> Union[bytes, None, int]:

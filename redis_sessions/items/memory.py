@@ -60,18 +60,22 @@ class _Commands:
         rec = self.get(key)
         return len(rec.entries) if rec else 0
 
-    def lindex0(self, key: str) -> Optional[bytes]:
+    def lindex(self, key: str, index: int) -> Optional[bytes]:
         rec = self.get(key)
-        return rec.entries[0] if rec else None
+        if rec is None or not -len(rec.entries) <= index < len(rec.entries):
+            return None
+        return rec.entries[index]
 
-    def lrange(self, key: str, start: int, stop: int) -> list[bytes]:
-        rec = self.get(key)
-        if rec is None:
-            return []
+    @staticmethod
+    def _range(rec: _Key, start: int, stop: int) -> list[bytes]:
         n = len(rec.entries)
         start, stop = (start + n if start < 0 else start), (stop + n if stop < 0 else stop)
         start, stop = max(start, 0), min(stop, n - 1)
         return rec.entries[start:stop + 1] if start <= stop else []
+
+    def lrange(self, key: str, start: int, stop: int) -> list[bytes]:
+        rec = self.get(key)
+        return [] if rec is None else self._range(rec, start, stop)
 
     def rpush(self, key: str, values: list[bytes]) -> None:
         rec = self.get(key)
@@ -85,26 +89,16 @@ class _Commands:
             rec = self.keys[key] = _Key([])
         rec.entries[:0] = reversed(values)
 
-    def rpop(self, key: str) -> Optional[bytes]:
-        rec = self.get(key)
-        if rec is None:
-            return None
-        entry = rec.entries.pop()
-        if not rec.entries:
-            del self.keys[key]
-        return entry
-
-    def lset0(self, key: str, value: bytes) -> None:
+    def lset(self, key: str, index: int, value: bytes) -> None:
         rec = self.get(key)
         assert rec is not None
-        rec.entries[0] = value
+        rec.entries[index] = value
 
-    def ltrim_from(self, key: str, start: int) -> None:
-        """LTRIM key start -1."""
+    def ltrim(self, key: str, start: int, stop: int) -> None:
         rec = self.get(key)
         if rec is None:
             return
-        del rec.entries[:start]
+        rec.entries[:] = self._range(rec, start, stop)
         if not rec.entries:
             del self.keys[key]
 
@@ -124,16 +118,16 @@ class _Commands:
 
 
 # -- items_lib.lua ---------------------------------------------------------------
-def _load(r: _Commands, key: str, where: str) -> tuple[Optional[hd.Header], str]:
-    first = r.lindex0(key)
+def _load(r: _Commands, key: str) -> tuple[Optional[hd.Header], str]:
+    first = r.lindex(key, 0)
     if first is None:
         return None, "none"
     if not hd.is_header(first):
         return None, "old"
-    try:
-        return hd.ring(hd.parse(first, where), where), ""
-    except SessionError:
+    h = hd.try_parse(first)
+    if h is None:
         return None, "corrupt"
+    return h, ""
 
 
 def _count(reply: PopReply) -> int:
@@ -141,35 +135,35 @@ def _count(reply: PopReply) -> int:
     return reply if isinstance(reply, int) else 0
 
 
-def _corrupt(where: str) -> SessionError:
-    return SessionError(ErrorCode.RECORD_CORRUPT, f"{where}: the session header does not parse")
+def _corrupt(where: str, what: str = "header") -> SessionError:
+    return SessionError(ErrorCode.RECORD_CORRUPT, f"{where}: the session {what} does not parse")
+
+
+def _clamp(n: int) -> int:
+    return max(1, min(n, hd.SCAN_LIMIT))
 
 
 def _save(r: _Commands, key: str, h: hd.Header) -> None:
     if h.new:
         r.lpush(key, [hd.dump(h)])
     else:
-        r.lset0(key, hd.dump(h))
+        r.lset(key, 0, hd.dump(h))
 
 
-def _expire(r: _Commands, key: str, ttl: int, was_empty: bool) -> None:
+def _expire(r: _Commands, key: str, ttl: int, length: int, was_empty: bool) -> None:
     if ttl > 0:
         r.pexpire(key, ttl)
-    elif r.llen(key) == 1:
+    elif length == 1:
         r.pexpire(key, hd.RETAIN_MS)
     elif was_empty:
         r.persist(key)
 
 
-def _view(r: _Commands, key: str, where: str) -> tuple[int, Optional[hd.Header], int]:
-    n = r.llen(key)
-    if n == 0:
-        return 0, None, 0
-    first = r.lindex0(key)
-    assert first is not None
-    if not hd.is_header(first):
-        return n, None, 0
-    return n, hd.parse(first, where), 1
+def _zero(e: bytes, where: str) -> tuple[Optional[hd.Header], int]:
+    """Index 0: the header and 1, or (a list from before headers) None and 0."""
+    if not hd.is_header(e):
+        return None, 0
+    return hd.parse(e, where), 1
 
 
 class MemoryStore:
@@ -194,81 +188,95 @@ class MemoryStore:
                   where: str) -> int:
         with self._lock:
             r = self._commands(now)
-            h, why = _load(r, key, where)
+            h, why = _load(r, key)
             if why == "corrupt":
                 raise _corrupt(where)
+            length = 0
             if h is not None:
                 found = hd.find(h, tok)
-                if found is not None:
+                if found is False:
+                    raise _corrupt(where, "token ring")
+                if isinstance(found, bytes):
                     return _count(hd.replay(found, where))
-            was_empty = why == "none" or (h is not None and r.llen(key) == 1)
-            if h is None:
+                if ttl == 0:
+                    length = r.llen(key)  # only a header-only key needs to know
+            else:
                 h = hd.fresh(epoch)
+            h.version += 1
+            if not hd.remember(h, tok, b"a%d" % h.version):
+                raise _corrupt(where, "token ring")
             # writes
             r.rpush(key, entries)
-            h.version += 1
-            hd.remember(h, tok, b"a%d" % h.version)
             _save(r, key, h)
-            _expire(r, key, ttl, was_empty)
+            _expire(r, key, ttl, 2, length == 1)
             self._wrote(r)
             return h.version
 
     def items_pop(self, key: str, ttl: int, epoch: bytes, tok: bytes, limit: int, now: float, where: str) -> PopReply:
         with self._lock:
             r = self._commands(now)
-            limit = max(1, min(limit, hd.SCAN_LIMIT))
-            h, why = _load(r, key, where)
+            limit = _clamp(limit)
+            h, why = _load(r, key)
             if why == "corrupt":
                 raise _corrupt(where)
             if why == "none":
                 return None
             if h is not None:
-                found_before = hd.find(h, tok)
-                if found_before is not None:
-                    return hd.replay(found_before, where)
-            left = r.llen(key) - (1 if h is not None else 0)
+                known = hd.find(h, tok)
+                if known is False:
+                    raise _corrupt(where, "token ring")
+                if isinstance(known, bytes):
+                    return hd.replay(known, where)
+            length = r.llen(key)
+            left = length - (1 if h is not None else 0)
             if left == 0:
                 return None
             if h is None:
                 h = hd.fresh(epoch)
-            # writes
             found: Optional[bytes] = None
-            dropped = 0
-            while left > 0 and dropped < limit:
-                e = r.rpop(key)
-                assert e is not None
-                left -= 1
-                if plausible(e):
-                    found = e
-                    break
-                dropped += 1
-            result = b"i" + found if found is not None else (b"m" if left > 0 else b"n")
+            used, window = 0, 1
+            while found is None and used < left and used < limit:
+                take = min(window, left - used, limit - used)
+                for e in reversed(r.lrange(key, -(used + take), -(used + 1))):
+                    used += 1
+                    if plausible(e):
+                        found = e
+                        break
+                window *= 2
+            result = b"i" if found is not None else (b"m" if used < left else b"n")
             h.version, h.rewrites = h.version + 1, h.rewrites + 1
-            hd.remember(h, tok, result)
+            if not hd.remember(h, tok, result, found):
+                raise _corrupt(where, "token ring")
+            # writes
+            r.ltrim(key, 0, -(used + 1))
             _save(r, key, h)
-            _expire(r, key, ttl, False)
+            _expire(r, key, ttl, length - used + (1 if h.new else 0), False)
             self._wrote(r)
+            if found is not None:
+                return found
             return hd.replay(result, where)
 
     def items_clear(self, key: str, ttl: int, epoch: bytes, tok: bytes, now: float, where: str) -> int:
         with self._lock:
             r = self._commands(now)
-            h, why = _load(r, key, where)
+            h, why = _load(r, key)
             if why == "none":
                 return 0
+            c = hd.fresh(epoch)
             if h is not None:
-                found = hd.find(h, tok)
-                if found is not None:
-                    return _count(hd.replay(found, where))
+                known = hd.find(h, tok)
+                if isinstance(known, bytes):
+                    return _count(hd.replay(known, where))
+                if known is False:
+                    why = "corrupt"
+                c.version, c.rewrites = h.version + 1, h.rewrites + 1
+                hd.inherit(c, h, False)
+            if why != "corrupt" and not hd.remember(c, tok, b"z"):
+                why = "corrupt"
             # writes
             r.delete(key)
             if why == "corrupt":
                 return 1
-            c = hd.fresh(epoch)
-            if h is not None:
-                c.version, c.rewrites, c.tokens, c.results = h.version + 1, h.rewrites + 1, h.tokens, h.results
-                hd.forget_items(c)
-            hd.remember(c, tok, b"z")
             _save(r, key, c)
             r.pexpire(key, ttl if 0 < ttl < hd.RETAIN_MS else hd.RETAIN_MS)
             self._wrote(r)
@@ -278,27 +286,30 @@ class MemoryStore:
                       entries: list[bytes], now: float, where: str) -> int:
         with self._lock:
             r = self._commands(now)
-            h, why = _load(r, key, where)
+            h, why = _load(r, key)
             if why == "corrupt":
                 raise _corrupt(where)
             if h is None:
                 return 0
-            found = hd.find(h, tok)
-            if found is not None:
-                return _count(hd.replay(found, where))
+            known = hd.find(h, tok)
+            if known is False:
+                raise _corrupt(where, "token ring")
+            if isinstance(known, bytes):
+                return _count(hd.replay(known, where))
             if h.epoch != epoch or h.rewrites != rewrites:
                 return 0
             length = r.llen(key)
             if length - 1 < count:
                 return 0
-            # writes
             h.version, h.rewrites, h.new = h.version + 1, h.rewrites + 1, True
-            hd.remember(h, tok, b"c")
-            r.ltrim_from(key, count + 1)
+            if not hd.remember(h, tok, b"c"):
+                raise _corrupt(where, "token ring")
+            # writes
+            r.ltrim(key, count + 1, -1)
             if entries:
                 r.lpush(key, list(reversed(entries)))
             _save(r, key, h)
-            _expire(r, key, ttl, length == 1)
+            _expire(r, key, ttl, length - count + len(entries), length == 1)
             self._wrote(r)
             return 1
 
@@ -306,28 +317,32 @@ class MemoryStore:
                    entries: list[bytes], now: float, where: str) -> int:
         with self._lock:
             r = self._commands(now)
-            h, why = _load(r, key, where)
+            h, why = _load(r, key)
             if why == "corrupt":
                 raise _corrupt(where)
             if why == "old":
                 return 0
             if h is not None:
-                found = hd.find(h, tok)
-                if found is not None:
-                    return _count(hd.replay(found, where))
+                known = hd.find(h, tok)
+                if known is False:
+                    raise _corrupt(where, "token ring")
+                if isinstance(known, bytes):
+                    return _count(hd.replay(known, where))
                 if r.llen(key) > 1:
                     return 0
             if not entries:
                 return 1
-            # writes
             f = hd.fresh(epoch)
             f.version, f.forked_from, f.forked_at = 1, source_id, b"%d" % source_version
             if h is not None:
-                f.tokens, f.results, f.new = h.tokens, h.results, False
-            hd.remember(f, tok, b"f")
+                hd.inherit(f, h, True)
+                f.new = False
+            if not hd.remember(f, tok, b"f"):
+                raise _corrupt(where, "token ring")
+            # writes
             r.rpush(key, entries)
             _save(r, key, f)
-            _expire(r, key, ttl, h is not None)
+            _expire(r, key, ttl, 2, h is not None)
             self._wrote(r)
             return 1
 
@@ -335,38 +350,63 @@ class MemoryStore:
                   where: str) -> TailSlice:
         with self._lock:
             r = self._commands(now)
-            budget = max(1, min(budget, hd.SCAN_LIMIT))
-            n, h, lo = _view(r, key, where)
-            if stop < 0:
-                stop = n - 1
+            budget = _clamp(budget)
             found: list[bytes] = []  # newest first
+            h: Optional[hd.Header] = None
+            lo: Optional[int] = None
             window = want
-            while len(found) < want and stop >= lo and budget > 0:
-                start = max(lo, stop - min(window, budget) + 1)
-                part = r.lrange(key, start, stop)
+
+            def take(part: list[bytes]) -> None:
                 for e in reversed(part):
                     if plausible(e):
                         found.append(e)
                         if len(found) == want:
-                            break
-                budget -= len(part)
-                stop = start - 1
-                window *= 2
-            if slide > 0 and n > 0:
+                            return
+
+            if stop < 0:
+                w = min(want, budget)
+                part = r.lrange(key, -w, -1)
+                budget, window = budget - len(part), want * 2
+                take(part)
+                if len(found) < want and part:
+                    n = len(part) if len(part) < w else r.llen(key)
+                    stop = n - len(part) - 1
+                    if stop < 0:  # part[0] was index 0
+                        h, lo = _zero(part[0], where)
+            if len(found) < want and stop >= 0:
+                if lo is None:
+                    h, lo = _zero(r.lindex(key, 0) or b"", where)
+                while len(found) < want and stop >= lo and budget > 0:
+                    start = max(lo, stop - min(window, budget) + 1)
+                    part = r.lrange(key, start, stop)
+                    take(part)
+                    budget -= len(part)
+                    stop = start - 1
+                    window *= 2
+            if slide > 0:
                 r.pexpire(key, slide)
+            more = stop if len(found) < want and lo is not None and stop >= lo else -1
             found.reverse()
-            more = stop if len(found) < want and stop >= lo else -1
             return TailSlice(found, h.epoch if h else b"", h.rewrites if h else 0, more)
 
     def items_read(self, key: str, start: int, count: int, slide: int, now: float, where: str) -> RawSnapshot:
         with self._lock:
             r = self._commands(now)
-            count = max(1, min(count, hd.SCAN_LIMIT))
-            n, h, lo = _view(r, key, where)
-            part = r.lrange(key, lo + start, lo + start + count - 1) if n > lo + start else []
-            if slide > 0 and n > 0:
+            count = _clamp(count)
+            h: Optional[hd.Header] = None
+            lo: Optional[int] = None
+            if start == 0:
+                part = r.lrange(key, 0, count)
+                if part:
+                    h, lo = _zero(part[0], where)
+            else:
+                h, lo = _zero(r.lindex(key, 0) or b"", where)
+                part = r.lrange(key, lo + start, lo + start + count - 1)
+            first = 1 if start == 0 and lo == 1 else 0
+            entries = part[first:first + count]
+            if slide > 0:
                 r.pexpire(key, slide)
-            return RawSnapshot(entries=part, version=h.version if h else 0, epoch=h.epoch if h else b"",
+            return RawSnapshot(entries=entries, version=h.version if h else 0, epoch=h.epoch if h else b"",
                                rewrites=h.rewrites if h else 0)
 
     # -- for tests and tools ----------------------------------------------------
