@@ -403,3 +403,69 @@ async def test_a_cleared_session_keeps_its_header_briefly(clocked: Backend) -> N
     assert await pttl(clocked, "short") == 5000
     await s.clear_session()  # clearing a cleared session is fine
     assert await s.get_items() == []
+
+
+# -- redis-py's own re-send, on real servers ----------------------------------------------
+class DropReplies:
+    """Reads the reply to an items_* script on a connection, then drops the connection
+    as if the reply had been lost: redis-py's Retry reconnects and re-sends the very
+    same command (EVALSHA, or EVAL after NOSCRIPT; same ARGV, same token) on a new
+    connection."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from redis.asyncio.connection import AbstractConnection
+
+        # EVALSHA carries the SHA; EVAL (after NOSCRIPT) the source, whose end is the script's own.
+        self.names: dict[bytes, str] = {s.sha.encode(): s.name for s in SCRIPTS}
+        self.names.update({s.source[-120:].encode(): s.name for s in SCRIPTS})
+        self.lose: dict[str, int] = {}
+        self.sent: list[str] = []
+        self._armed: dict[int, str] = {}
+        send, read = AbstractConnection.send_packed_command, AbstractConnection.read_response
+
+        async def send_packed_command(conn: Any, command: Any, check_health: bool = True) -> None:
+            data = command if isinstance(command, (bytes, str)) else b"".join(command)
+            data = data.encode() if isinstance(data, str) else data
+            name = next((n for sha, n in self.names.items() if sha in data), None)
+            if name is not None:
+                self.sent.append(name)
+                if self.lose.get(name):
+                    self.lose[name] -= 1
+                    self._armed[id(conn)] = name
+            await send(conn, command, check_health)
+
+        async def read_response(conn: Any, *args: Any, **kwargs: Any) -> Any:
+            reply = await read(conn, *args, **kwargs)  # the script ran; its reply is here
+            if self._armed.pop(id(conn), None) is not None:
+                await conn.disconnect()
+                raise rx.ConnectionError("the connection dropped before the reply arrived")
+            return reply
+
+        monkeypatch.setattr(AbstractConnection, "send_packed_command", send_packed_command)
+        monkeypatch.setattr(AbstractConnection, "read_response", read_response)
+
+
+@pytest.mark.real
+async def test_redis_py_resends_are_exactly_once(real_backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = RedisSession.from_url("s1", url=real_backend.url, key_prefix=real_backend.prefix)
+    try:
+        await s.add_items(msgs(3))  # connect and load the scripts first
+        drop = DropReplies(monkeypatch)
+        drop.lose = {"items_add": 1, "items_pop": 1, "items_compact": 1, "items_fork": 1, "items_clear": 1}
+        await s.add_items(msgs(2, start=3))
+        assert (await s.pop_item() or {})["content"] == "m4"
+        assert texts(await s.get_items()) == ["m0", "m1", "m2", "m3"]
+        assert await s.replace_prefix(await s.snapshot(), [{"type": "compaction", "summary": "4"}]) is True
+        await s.add_items(msgs(1, start=5))
+        f = await s.fork("f")
+        assert texts((await f.get_items())[1:]) == ["m5"]
+        await f.add_items(msgs(1, start=6))
+        await f.clear_session()
+        await f.add_items(msgs(1, start=7))
+        assert texts(await f.get_items()) == ["m7"]
+        assert await s.get_items() == [{"type": "compaction", "summary": "4"}, *msgs(1, start=5)]
+        for name in ("items_add", "items_pop", "items_compact", "items_fork", "items_clear"):
+            assert drop.lose[name] == 0, name  # every one of them had a reply lost ...
+            assert drop.sent.count(name) >= 2, name  # ... and was sent again (3 times after a NOSCRIPT)
+    finally:
+        await s.close()
