@@ -19,8 +19,14 @@ if h then
 end
 if why ~= 'corrupt' and not remember(c, tok, 'z') then why = 'corrupt' end
 -- writes
-redis.call('DEL', key)
-if why == 'corrupt' then return 1 end
+if why == 'corrupt' then
+  redis.call('DEL', key)
+  return 1
+end
+-- Keep the header entry and rewrite it, rather than delete and recreate the key:
+-- on a slot being migrated, a key recreated within one script is refused halfway.
+redis.call('LTRIM', key, 0, 0)
+c.new = false
 save(key, c)
 if ttl > 0 and ttl < RETAIN_MS then
   redis.call('PEXPIRE', key, ttl)

@@ -19,18 +19,30 @@ if h.e ~= ARGV[2] or h.g ~= tonumber(ARGV[3]) then return 0 end
 local n = tonumber(ARGV[4])
 local len = redis.call('LLEN', key)
 if len - 1 < n then return 0 end
-h.v, h.g, h.new = h.v + 1, h.g + 1, true
+h.v, h.g = h.v + 1, h.g + 1
 if not remember(h, tok, 'c') then return corrupt('token ring') end
--- writes
-redis.call('LTRIM', key, n + 1, -1)  -- the header and the N items read
--- LPUSH a b c yields c b a: push the replacement newest first, in chunks.
-local hi = #ARGV
-while hi >= 6 do
-  local lo = math.max(6, hi - 999)
-  local chunk = {}
-  for i = hi, lo, -1 do chunk[#chunk + 1] = ARGV[i] end
-  redis.call('LPUSH', key, unpack(chunk))
-  hi = lo - 1
+-- writes. The key never stops existing in between: on a slot being migrated,
+-- a key that vanished and came back within one script is refused halfway,
+-- and the writes before the refusal would stay.
+if len - 1 > n then
+  -- Items were appended after the ones read: drop the header and the N items,
+  -- then push the replacement (newest first, LPUSH a b c yields c b a) and the header.
+  redis.call('LTRIM', key, n + 1, -1)
+  local hi = #ARGV
+  while hi >= 6 do
+    local lo = math.max(6, hi - 999)
+    local chunk = {}
+    for i = hi, lo, -1 do chunk[#chunk + 1] = ARGV[i] end
+    redis.call('LPUSH', key, unpack(chunk))
+    hi = lo - 1
+  end
+  h.new = true
+else
+  -- The N items are all there is: keep the header, append the replacement.
+  redis.call('LTRIM', key, 0, 0)
+  for i = 6, #ARGV, 1000 do
+    redis.call('RPUSH', key, unpack(ARGV, i, math.min(i + 999, #ARGV)))
+  end
 end
 save(key, h)
 expire(key, ttl, len - n + #ARGV - 5, len == 1)
