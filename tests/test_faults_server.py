@@ -101,8 +101,8 @@ async def test_a_compaction_never_drops_an_item_appended_after_its_snapshot_acro
 
 
 # -- a live slot migration on the test cluster -------------------------------------
-def ids_in_one_slot() -> tuple[str, str, str, str, int]:
-    """Two session ids and a chain thread whose keys all hash to one slot."""
+def ids_in_one_slot() -> tuple[str, str, str, str, str, int]:
+    """Four session ids and a chain thread whose keys all hash to one slot."""
     keys = KeySpace("mig")
     anchor = new_response_id()
     thread = anchor.split("_")[1]
@@ -112,13 +112,13 @@ def ids_in_one_slot() -> tuple[str, str, str, str, int]:
         sid = f"sess{n}"
         if key_slot(keys.session_items(sid)) == slot:
             found.append(sid)
-            if len(found) == 3:
-                return anchor, found[0], found[1], found[2], slot
+            if len(found) == 4:
+                return anchor, found[0], found[1], found[2], found[3], slot
     raise AssertionError("unreachable")
 
 
 async def test_every_operation_succeeds_on_a_slot_that_is_being_migrated(redis_cluster: Any) -> None:
-    anchor, moved_sid, staying_sid, new_sid, slot = ids_in_one_slot()
+    anchor, moved_sid, staying_sid, new_sid, fork_sid, slot = ids_in_one_slot()
     store = RedisResponseSessionStore.from_url(redis_cluster.url, key_prefix="mig", ttl_seconds=600)
     moved = RedisSession.from_url(moved_sid, url=redis_cluster.url, key_prefix="mig", ttl_seconds=600)
     staying = RedisSession.from_url(staying_sid, url=redis_cluster.url, key_prefix="mig", ttl_seconds=600)
@@ -150,6 +150,8 @@ async def test_every_operation_succeeds_on_a_slot_that_is_being_migrated(redis_c
             outcome = await CompactionSession(session, summarize).compact(force=True)
             assert outcome == "compacted"
             assert [g["content"] for g in await session.get_items()][0].startswith("summary of")
+        fork = await staying.fork(fork_sid)  # a new key, created on the slot's importing node
+        assert [g["content"] for g in await fork.get_items()] == [g["content"] for g in await staying.get_items()]
         await moved.clear_session()
         assert await moved.get_items() == []
         migration.finish()
