@@ -131,7 +131,7 @@ async def run(side: Side, op: Op, push: Callable[[str, bytes], Awaitable[None]])
 @pytest.mark.parametrize("clocked", ["fakeredis"], indirect=True)
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    steps=st.lists(ops, min_size=1, max_size=25),
+    steps=st.lists(ops, min_size=10, max_size=40),
     ttl=st.sampled_from([None, 1, 1, 2]),
     sliding=st.booleans(),
     old_layout=st.integers(0, 2),
