@@ -5,12 +5,13 @@ satisfy ``agents.memory.Session``; ``CompactionSession`` wraps either and adds
 ``run_compaction``. The shared logic lives in :mod:`.base`.
 """
 
-from .base import MAX_ITEM_BYTES, ItemSession, Snapshot
+from .base import MAX_BATCH_BYTES, MAX_ITEM_BYTES, ItemSession, Snapshot
 from .compaction import CompactionOutcome, CompactionSession, Compactor
 from .memory import MemorySession, MemoryStore
 from .redis import RedisSession
 
 __all__ = [
+    "MAX_BATCH_BYTES",
     "MAX_ITEM_BYTES",
     "CompactionOutcome",
     "CompactionSession",

@@ -29,10 +29,15 @@ the same encoded items, ``pop_item``, a fork to the same id, a replacement of
 the same snapshot with the same items), so a caller that retries after a
 ``session.backend.*`` error gets exactly-once too; ``add_items(...,
 idempotency_key=...)`` does the same across processes. The ring's bounds are
-in :mod:`.header`.
+in :mod:`.header`. So that a late re-send still finds its token, a session
+that a pop or a compaction empties keeps its header for its TTL (ten minutes,
+``RETAIN_MS``, without one; an add with no TTL then makes it permanent again),
+and a cleared one for at most ten minutes.
 
-Every argument is checked here, before anything is sent; every script checks
-everything before its first write.
+Every argument is checked here, before anything is sent (items: dicts with
+string keys, nested at most ``validate.MAX_NESTING`` deep, each at most
+``max_item_bytes`` and all at most ``max_batch_bytes`` encoded); every script
+checks everything before its first write, so a refused call writes nothing.
 
 Bounded work per script call: a pop drops at most ``SCAN_LIMIT`` non-items
 per call and the Python side calls again; reads scan or return at most
