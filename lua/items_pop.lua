@@ -40,9 +40,15 @@ local result = 'n'
 if found then result = 'i' elseif used < left then result = 'm' end
 h.v, h.g = h.v + 1, h.g + 1
 if not remember(h, tok, result, found or nil) then return corrupt('token ring') end
--- writes
-redis.call('LTRIM', key, 0, -(used + 1))
-save(key, h)
+-- writes. The key never stops existing in between (see items_compact.lua): a
+-- list from before headers gets its header before its entries go.
+if h.new then
+  redis.call('LPUSH', key, dump(h))
+  redis.call('LTRIM', key, 0, -(used + 1))
+else
+  redis.call('LTRIM', key, 0, -(used + 1))
+  redis.call('LSET', key, 0, dump(h))
+end
 expire(key, ttl, len - used + (h.new and 1 or 0), false)
 if found then return found end
 return replay(result)

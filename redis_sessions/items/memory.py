@@ -248,8 +248,12 @@ class MemoryStore:
             if not hd.remember(h, tok, result, found):
                 raise _corrupt(where, "token ring")
             # writes
-            r.ltrim(key, 0, -(used + 1))
-            _save(r, key, h)
+            if h.new:
+                r.lpush(key, [hd.dump(h)])
+                r.ltrim(key, 0, -(used + 1))
+            else:
+                r.ltrim(key, 0, -(used + 1))
+                r.lset(key, 0, hd.dump(h))
             _expire(r, key, ttl, length - used + (1 if h.new else 0), False)
             self._wrote(r)
             if found is not None:
@@ -274,9 +278,11 @@ class MemoryStore:
             if why != "corrupt" and not hd.remember(c, tok, b"z"):
                 why = "corrupt"
             # writes
-            r.delete(key)
             if why == "corrupt":
+                r.delete(key)
                 return 1
+            r.ltrim(key, 0, 0)
+            c.new = False
             _save(r, key, c)
             r.pexpire(key, ttl if 0 < ttl < hd.RETAIN_MS else hd.RETAIN_MS)
             self._wrote(r)
@@ -301,13 +307,18 @@ class MemoryStore:
             length = r.llen(key)
             if length - 1 < count:
                 return 0
-            h.version, h.rewrites, h.new = h.version + 1, h.rewrites + 1, True
+            h.version, h.rewrites = h.version + 1, h.rewrites + 1
             if not hd.remember(h, tok, b"c"):
                 raise _corrupt(where, "token ring")
             # writes
-            r.ltrim(key, count + 1, -1)
-            if entries:
-                r.lpush(key, list(reversed(entries)))
+            if length - 1 > count:
+                r.ltrim(key, count + 1, -1)
+                if entries:
+                    r.lpush(key, list(reversed(entries)))
+                h.new = True
+            else:
+                r.ltrim(key, 0, 0)
+                r.rpush(key, entries)
             _save(r, key, h)
             _expire(r, key, ttl, length - count + len(entries), length == 1)
             self._wrote(r)
