@@ -1,0 +1,270 @@
+"""The memory engine and the Lua scripts are twins: the same random programs run on
+both must give the same answers.
+
+Each example draws store settings (TTL, sliding or not, max_depth) and a program of
+saves (new roots, children, the same record again, another record under an
+existing id, expected_previous_response_id right and wrong, overwrite, and re-sent
+copies of the same script), gets, resolve_chain calls, deletes (re-sent too) and
+clock advances, over ids minted here and ids minted elsewhere. The program runs on
+``MemoryResponseSessionStore`` and on ``RedisResponseSessionStore`` over fakeredis,
+each on a FakeClock from the same start (fakeredis reads it in place of
+``time.time``), with the same operation tokens. Every answer (value or error code
+and message) must match, and so must the state after every step (every key with
+its fields and its expiry in ms) and at the end (what every id reads and resolves
+to).
+
+Times sit on a 1/8 s grid and TTLs are whole multiples of it, so fakeredis's float
+seconds are exact and both sides meet every deadline on the same millisecond (on a
+1 s grid with sliding TTLs: fakeredis's GETEX PX drops the milliseconds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import types
+import unittest.mock
+from typing import Any
+
+import fakeredis
+import fakeredis._helpers
+import fakeredis._socket._base
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chains import Resending, record
+from redis_sessions import MemoryResponseSessionStore, RedisResponseSessionStore, SessionError, UNSET
+from redis_sessions.clock import FakeClock
+from redis_sessions.ids import thread_of
+from redis_sessions.responses import ChainStore
+from redis_sessions.responses import store as store_module
+
+PREFIX = "df"
+START = 1_700_000_000.0
+THREADS = ["0123456789abcdef", "fedcba9876543210"]
+MINTED = [f"resp_{t}_{i:032x}" for t in THREADS for i in range(3)]
+FOREIGN = ["ext-a", "ext-b", "ext-c", "ext-d"]
+IDS = MINTED + FOREIGN
+PARENT = "the record's own parent"
+
+KINDS = ["save"] * 6 + ["get", "get", "resolve", "resolve", "delete", "delete", "new_id", "advance", "advance"]
+
+
+def same_thread(rid: str) -> list[str]:
+    tag = thread_of(rid)
+    return [m for m in MINTED if thread_of(m) == tag] if tag else IDS
+
+
+@st.composite
+def programs(draw: Any, steps_ms: list[int]) -> list[dict[str, Any]]:
+    """Operations biased toward ids a save was drawn for, so most of them meet stored
+    records: children of earlier saves, the same id saved again, deletes that hit."""
+    known: list[str] = []
+    program: list[dict[str, Any]] = []
+
+    def some_id(pool: list[str]) -> str:
+        mine = [k for k in known if k in pool]
+        return draw(st.sampled_from(mine if mine and draw(st.integers(0, 3)) else pool))
+
+    for _ in range(draw(st.integers(min_value=1, max_value=40))):
+        kind = draw(st.sampled_from(KINDS))
+        if kind == "advance":
+            program.append({"op": kind, "ms": draw(st.sampled_from(steps_ms))})
+            continue
+        if kind != "save":
+            op: dict[str, Any] = {"op": kind, "id": some_id(IDS)}
+            if kind == "resolve":
+                op.update(max_depth=draw(st.sampled_from([None, 1, 2, 3, 8])), include_incomplete=draw(st.booleans()))
+            if kind == "delete":
+                op["resend"] = draw(st.booleans())
+            program.append(op)
+            continue
+        parent = draw(st.none() | st.just(some_id(IDS))) if known else None
+        rid = some_id(same_thread(parent) if parent and draw(st.integers(0, 4)) else IDS)
+        program.append({
+            "op": "save", "id": rid, "parent": parent, "text": draw(st.sampled_from(["one", "two"])),
+            "status": draw(st.sampled_from(["completed", "completed", "incomplete"])),
+            "expect": draw(st.sampled_from([UNSET] * 6 + [None, PARENT, PARENT, "any"])),
+            "overwrite": draw(st.booleans()), "resend": draw(st.booleans()),
+        })
+        if program[-1]["expect"] == "any":
+            program[-1]["expect"] = some_id(IDS)
+        known.append(rid)
+    return program
+
+
+# fakeredis's GETEX PX (the sliding refresh of a locator) keeps whole seconds only
+# (``int(expire_time)``; Redis keeps ms), so with sliding TTLs the grid is 1 s.
+FINE = ([None, 1, 2.5, 10], [125, 500, 875, 1000, 1125, 2500, 5000])
+COARSE = ([None, 1, 3, 10], [1000, 2000, 3000, 5000, 10_000])
+
+
+@st.composite
+def cases(draw: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    sliding = draw(st.booleans())
+    ttls, steps_ms = COARSE if sliding else FINE
+    opts = {"ttl_seconds": draw(st.sampled_from(ttls)), "sliding_ttl": sliding, "max_depth": draw(st.sampled_from([3, 64]))}
+    return opts, draw(programs(steps_ms))
+
+
+def outcome(call: Any) -> Any:
+    """A call's answer in comparable form: a value, or the error's code and message."""
+    async def run() -> Any:
+        try:
+            return ("ok", await call)
+        except SessionError as exc:
+            return ("error", exc.code.value, exc.message)
+    return run()
+
+
+async def step(store: ChainStore, clock: FakeClock, op: dict[str, Any]) -> Any:
+    kind = op["op"]
+    if kind == "advance":
+        clock.advance(op["ms"] / 1000)
+        return None
+    if kind == "get":
+        return await outcome(store.get(op["id"]))
+    if kind == "resolve":
+        return await outcome(store.resolve_chain(op["id"], max_depth=op["max_depth"],
+                                                 include_incomplete=op["include_incomplete"]))
+    if kind == "new_id":
+        got = await outcome(store.new_response_id(op["id"]))
+        return (got[0], thread_of(got[1])) if got[0] == "ok" else got
+    engine = store.engine
+    if op["resend"]:
+        store.engine = Resending(engine, {"save", "delete", "point", "unpoint"})  # type: ignore[assignment]
+    try:
+        if kind == "delete":
+            return await outcome(store.delete(op["id"]))
+        expect = op["parent"] if op["expect"] == PARENT else op["expect"]
+        rec = record(op["id"], op["parent"], op["text"], status=op["status"])
+        return await outcome(store.save(rec, expected_previous_response_id=expect, overwrite=op["overwrite"]))
+    finally:
+        store.engine = engine
+
+
+async def final_state(store: ChainStore, raw: Any) -> Any:
+    reads = {rid: (await outcome(store.get(rid)), await outcome(store.resolve_chain(rid, include_incomplete=True)))
+             for rid in IDS}
+    return reads, await raw()
+
+
+def as_bytes(value: Any) -> bytes:
+    return value if isinstance(value, bytes) else str(value).encode("utf-8", "surrogateescape")
+
+
+def memory_keys(store: MemoryResponseSessionStore) -> Any:
+    async def raw() -> dict[str, Any]:
+        engine: Any = store.engine
+        out: dict[str, Any] = {}
+        for thread in list(engine.threads):
+            entry = engine._live_thread(thread)
+            if entry is not None:
+                fields = {as_bytes(k): as_bytes(v) for k, v in entry.fields.items()}
+                out[store.keys.thread(thread)] = (fields, entry.expires_at)
+        for rid in list(engine.locators):
+            if engine._live_locator(rid) is not None:
+                thread, deadline = engine.locators[rid]
+                out[store.keys.locator(rid)] = (as_bytes(thread), deadline)
+        return out
+    return raw
+
+
+def redis_keys(client: Any, clock: FakeClock) -> Any:
+    async def raw() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        now_ms = round(clock() * 1000)
+        async for key in client.scan_iter(match=f"{PREFIX}:*"):
+            at = await client.pexpiretime(key)
+            if at >= 0 and now_ms > at:
+                continue  # expired; fakeredis may not have dropped it yet
+            value = await client.hgetall(key) if await client.type(key) == b"hash" else await client.get(key)
+            out[key.decode()] = (value, None if at < 0 else at)
+        return out
+    return raw
+
+
+class Tokens:
+    """The same operation tokens, in the same order, for each run."""
+
+    def __init__(self) -> None:
+        self.counter = itertools.count()
+
+    def __call__(self) -> str:
+        return f"{next(self.counter):016x}"
+
+
+async def run_memory(opts: dict[str, Any], program: list[dict[str, Any]]) -> Any:
+    clock = FakeClock(START)
+    store = MemoryResponseSessionStore(key_prefix=PREFIX, clock=clock, **opts)
+    with unittest.mock.patch.object(store_module, "new_token", Tokens()):
+        raw = memory_keys(store)
+        answers = [(await step(store, clock, op), await raw()) for op in program]
+        return answers, await final_state(store, raw)
+
+
+async def run_fakeredis(opts: dict[str, Any], program: list[dict[str, Any]]) -> Any:
+    clock = FakeClock(START)
+    fake_time = types.SimpleNamespace(time=clock, sleep=lambda s: None, monotonic=lambda: clock())
+    client = fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer())
+    store = RedisResponseSessionStore(client, key_prefix=PREFIX, **opts)
+    try:
+        with unittest.mock.patch.object(fakeredis._helpers, "time", fake_time), \
+                unittest.mock.patch.object(fakeredis._socket._base, "time", fake_time), \
+                unittest.mock.patch.object(store_module, "new_token", Tokens()):
+            raw = redis_keys(client, clock)
+            answers = [(await step(store, clock, op), await raw()) for op in program]
+            return answers, await final_state(store, raw)
+    finally:
+        await client.aclose()
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases())
+def test_memory_and_lua_give_the_same_answers(case: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:
+    opts, program = case
+    memory_answers, memory_state = asyncio.run(run_memory(opts, program))
+    redis_answers, redis_state = asyncio.run(run_fakeredis(opts, program))
+    for i, ((mine, my_keys), (theirs, their_keys)) in enumerate(zip(memory_answers, redis_answers)):
+        assert mine == theirs, f"step {i} {program[i]}: the answer"
+        assert my_keys == their_keys, f"step {i} {program[i]}: keys, fields and expiry after it"
+    assert memory_state[0] == redis_state[0], "what the ids read and resolve to"
+    assert memory_state[1] == redis_state[1], "keys, fields and expiry"
+
+
+def test_the_programs_reach_every_outcome() -> None:
+    """Guard against a strategy that never reaches the interesting cases: one fixed
+    program with a re-sent save, a re-sent delete, both expectations, a conflict,
+    an expiry on its deadline ms and a chain too deep, compared the same way."""
+    a, b, c = MINTED[0], MINTED[1], MINTED[2]
+    program: list[dict[str, Any]] = [
+        {"op": "save", "id": a, "parent": None, "text": "one", "status": "completed", "expect": None,
+         "overwrite": False, "resend": True},
+        {"op": "save", "id": b, "parent": a, "text": "one", "status": "completed", "expect": PARENT,
+         "overwrite": False, "resend": False},
+        {"op": "save", "id": b, "parent": a, "text": "two", "status": "completed", "expect": UNSET,
+         "overwrite": False, "resend": True},
+        {"op": "save", "id": c, "parent": b, "text": "one", "status": "completed", "expect": a,
+         "overwrite": False, "resend": False},
+        {"op": "save", "id": "ext-a", "parent": b, "text": "one", "status": "completed", "expect": UNSET,
+         "overwrite": False, "resend": True},
+        {"op": "resolve", "id": "ext-a", "max_depth": 2, "include_incomplete": False},
+        {"op": "delete", "id": b, "resend": True},
+        {"op": "delete", "id": "ext-a", "resend": True},
+        {"op": "advance", "ms": 1000},
+        {"op": "get", "id": a},
+        {"op": "advance", "ms": 125},
+        {"op": "get", "id": a},
+    ]
+    memory = asyncio.run(run_memory({"ttl_seconds": 1, "sliding_ttl": False, "max_depth": 64}, program))
+    redis = asyncio.run(run_fakeredis({"ttl_seconds": 1, "sliding_ttl": False, "max_depth": 64}, program))
+    assert memory == redis
+    answers = [answer for answer, _ in memory[0]]
+    assert answers[0] == ("ok", None) and answers[1] == ("ok", None)
+    assert answers[2][:2] == ("error", "session.store.conflict")
+    assert answers[3][:2] == ("error", "session.store.conflict")
+    assert answers[5][:2] == ("error", "session.chain.depth_exceeded")
+    assert answers[6] == ("ok", True) and answers[7] == ("ok", True)
+    assert answers[9][0] == "ok" and answers[9][1] is not None  # on its deadline ms: still there
+    assert answers[11] == ("ok", None)  # 125 ms later: gone
+
