@@ -5,6 +5,13 @@ With the default prefix ``rs``::
     rs:{<thread>}:chain         hash   one conversation thread (a tree of responses)
                                        d:<response id> -> msgspec msgpack of StoredResponseSession
                                        p:<response id> -> parent id ("" for a root)
+                                       ops -> the ring of the thread's last 32 writes: per write,
+                                              its operation token (16 hex) and what it did (S
+                                              saved, D deleted, N found nothing), newest first,
+                                              at most 544 bytes; a re-sent script finds its token
+                                              there (redis_sessions/responses/protocol.py). Once
+                                              the last record is deleted, the hash keeps only
+                                              this field, for 5 minutes at most
     rs:loc:<response id>        string thread tag of a response whose id was minted
                                        elsewhere (ids minted here carry it)
     rs:{s:<session id>}:items   list   an item session, whole: index 0 is its header (metadata:
@@ -32,6 +39,7 @@ The braces are Redis Cluster hash tags; ids may not contain braces
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from .ids import validate_id
 
@@ -59,6 +67,9 @@ class KeySpace:
     @staticmethod
     def parent_field(response_id: str) -> str:
         return f"p:{response_id}"
+
+    OPS_FIELD: ClassVar[str] = "ops"
+    """The thread's operation ring: no colon, so never a d: or p: field."""
 
     # -- item sessions -----------------------------------------------------
     def session_items(self, session_id: str) -> str:

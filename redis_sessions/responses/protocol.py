@@ -11,6 +11,7 @@ from __future__ import annotations
 import secrets
 from typing import Protocol, Sequence, runtime_checkable
 
+from ..keys import KeySpace
 from ..models import ResponseSessionSnapshot, StoredResponseSession
 
 
@@ -47,8 +48,9 @@ class ResponseSessionStore(Protocol):
     async def close(self) -> None: ...
 
 
-OPS_FIELD = "ops"
-"""The thread hash's field holding its operation ring (see :mod:`redis_sessions.keys`)."""
+OPS_FIELD = KeySpace.OPS_FIELD
+"""The thread hash's field holding its operation ring (see :mod:`redis_sessions.keys`);
+the scripts spell it 'ops' too."""
 RING_ENTRIES = 32
 """How many recent writes a thread remembers, so that a re-sent script is recognised.
 
