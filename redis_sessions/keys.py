@@ -14,10 +14,15 @@ With the default prefix ``rs``::
                                               this field, for 5 minutes at most
     rs:loc:<response id>        string thread tag of a response whose id was minted
                                        elsewhere (ids minted here carry it)
-    rs:{s:<session id>}:items   list   an item session, whole: index 0 is its header (metadata:
-                                       v version, e epoch, g rewrites, forked_from, forked_at;
-                                       and the ring of recent operation tokens), then its items,
-                                       msgpack, oldest first. See redis_sessions/items/header.py
+    rs:{s:<session id>}:items   list   an item session, whole: index 0 is its header, then its
+                                       items, msgpack, oldest first. The header
+                                       (redis_sessions/items/header.py): v version, e epoch,
+                                       g rewrites, forked_from, forked_at; the ring of the last 16
+                                       writes' operation tokens (16 hex, or k:<idempotency key>)
+                                       with what each replied; the entries the last 2 pops removed
+                                       (64 KiB together, the newest always). A session emptied by
+                                       pops or a compaction keeps only its header, for its TTL
+                                       (10 minutes without one); a cleared one, 10 minutes at most
     rs:{s:<session id>}:meta    hash   the old layout's separate metadata: no longer written or
                                        read (a list without a header at index 0 is read as items
                                        only, and gets a header on its next write); purge deletes it
