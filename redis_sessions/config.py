@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from .errors import ErrorCode, SessionError
 from .ids import validate_id
 from .items import ItemSession, MemorySession, RedisSession
+from .items.base import MAX_BATCH_BYTES
 from .keys import DEFAULT_PREFIX
 from .redis_client import DEFAULT_TIMEOUT
 from .responses.store import (
@@ -40,6 +41,8 @@ class SessionConfig(BaseModel):
     max_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=1)
     max_record_bytes: int = Field(default=DEFAULT_MAX_RECORD_BYTES, ge=1024)
     replay_instructions: bool = False
+    max_batch_bytes: int = Field(default=MAX_BATCH_BYTES, ge=1024)
+    """Item sessions: the most bytes one ``add_items`` call may add (its items, encoded)."""
     timeout_seconds: Optional[float] = Field(default=DEFAULT_TIMEOUT, gt=0, allow_inf_nan=False)
     """Seconds one call may take in total, redis-py's retries included (None: no budget)."""
     redis_kwargs: dict[str, Any] = Field(default_factory=dict)
@@ -86,7 +89,7 @@ def create_item_session(config: SessionConfig, session_id: str) -> ItemSession:
     A Redis session built here owns its client: ``await session.close()`` when done.
     """
     options: dict[str, Any] = dict(key_prefix=config.key_prefix, ttl_seconds=config.ttl_seconds,
-                                   sliding_ttl=config.sliding_ttl)
+                                   sliding_ttl=config.sliding_ttl, max_batch_bytes=config.max_batch_bytes)
     if config.backend == "memory":
         return MemorySession(session_id, **options)
     assert config.url is not None

@@ -108,7 +108,7 @@ def from_url(
         if cluster:
             return RedisCluster.from_url(clean, **options)
         client = Redis.from_url(clean, **options)
-        client.connection_pool.make_connection()  # an unknown option fails here, not at first use
+        client.connection_pool.make_connection()  # type: ignore[no-untyped-call]  # an unknown option fails here
         return client
     except TypeError as exc:
         raise SessionError(ErrorCode.INPUT_INVALID, f"bad Redis client option: {exc}") from None

@@ -117,7 +117,7 @@ async def _serve(index: int, store: RedisResponseSessionStore, items: Any, job: 
             snapshot = await store.resolve_chain(job["prev"])
             result["round_trips"] = store.round_trips - before
             reply = fake_reply(snapshot.input_items + job["input"])
-            await store.save(_record(job, reply), expected_previous_response_id=job["prev"])
+            await store.save(_record(job, reply, index), expected_previous_response_id=job["prev"])
         result["reply"] = reply
     except SessionError as exc:
         result["status"] = "conflict" if exc.code == ErrorCode.STORE_CONFLICT else "error"
@@ -129,14 +129,16 @@ async def _serve(index: int, store: RedisResponseSessionStore, items: Any, job: 
     return result
 
 
-def _record(job: Job, reply: Item) -> StoredResponseSession:
+def _record(job: Job, reply: Item, worker: int) -> StoredResponseSession:
+    # The worker is part of the record: a save re-sent with the same bytes is the same
+    # save (idempotent), so two workers racing on one id must write different records.
     now = int(time.time())
     text = reply["content"][0]["text"]
     return StoredResponseSession(
         id=job["id"], previous_response_id=job["prev"], created_at=now, completed_at=now,
         request=StoredResponseRequestSnapshot(input=job["input"], model=MODEL),
         response=StoredResponseSnapshot(id=job["id"], output=[reply], output_text=text),
-        metadata={"demo": "redis-sessions", "conversation": str(job["conversation"])},
+        metadata={"demo": "redis-sessions", "conversation": str(job["conversation"]), "worker": str(worker)},
     )
 
 
