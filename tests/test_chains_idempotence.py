@@ -358,3 +358,19 @@ async def test_a_refused_save_under_a_foreign_parent_leaves_its_locator_alone(ba
     assert await all_keys(backend, store, deadlines=True) != before
     assert await readable(store, ["ext-p", "ext-c", "ext-d"]) == {
         "ext-p": record("ext-p"), "ext-c": record("ext-c", "ext-p"), "ext-d": record("ext-d", "ext-p")}
+
+
+async def test_a_foreign_id_saved_into_another_thread_is_refused_before_any_write(backend):
+    """Its locator is read first: the refusal writes nothing, not even a ring entry."""
+    store = make_store(backend, ttl_seconds=100)
+    a = new_response_id()
+    await store.save(record(a))
+    await store.save(record("ext-p"))
+    await store.save(record("ext-x"))  # a foreign root, in its own thread
+    await store.save(record("ext-y", "ext-p"))  # a foreign child, in its parent's
+    before = await all_keys(backend, store, deadlines=True)
+    for parent in (a, "ext-p"):  # under a minted parent, and under a foreign one
+        assert await code_of(store.save(record("ext-x", parent))) is ErrorCode.STORE_CONFLICT
+    assert await code_of(store.save(record("ext-y"))) is ErrorCode.STORE_CONFLICT  # as a root
+    assert await all_keys(backend, store, deadlines=True) == before
+    assert await store.get("ext-x") == record("ext-x")

@@ -109,10 +109,10 @@ async def thread_has(backend: Any, store: ChainStore, thread: str, rid: str) -> 
 
 
 SHAPES = {
-    # a foreign root: save = [save, point]; delete = [locate, delete, unpoint, has, (point)]
-    "root": (2, 5),
-    # a foreign child of a foreign parent: save = [locate, save, point + touch]
-    "child": (4, 5),
+    # a foreign root: save = [locate, save, point]; delete = [locate, delete, unpoint, has, (point)]
+    "root": (3, 5),
+    # a foreign child of a foreign parent: save = [locate + locate, save, point + touch]
+    "child": (5, 5),
 }
 
 

@@ -5,10 +5,12 @@ the engine they build. Round trips (each engine call is one):
 
 - ids minted here (``resp_<thread>_<random>``): ``get``, ``save``,
   ``resolve_chain`` and ``delete`` are one round trip each, at any depth;
-- ids minted elsewhere add one locator read (``resolve_chain``: 2), and a save
-  adds one locator write after the record is in place (sent together with the
-  refresh of a foreign parent's locator); a delete removes the locator, then
-  checks the record is still gone (see ``_unpoint``).
+- ids minted elsewhere add one locator read (``resolve_chain``: 2). A save of
+  one takes 3 round trips' time: its locator read (alongside its foreign parent's,
+  if any) so an id already in another thread is refused before anything is
+  written, the script, and its locator write (alongside the refresh of a foreign
+  parent's locator). A delete removes the locator, then checks the record is
+  still gone (see ``_unpoint``).
 
 Every write is idempotent. Each save and delete carries a random operation token
 in its script's ARGV; the thread hash remembers the last few in a ring
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from typing import Any, Awaitable, Mapping
+from typing import Any, Awaitable, Mapping, TypeVar
 
 import msgspec
 
@@ -50,6 +52,18 @@ DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
 OVERWRITE_CYCLE_WALK_LIMIT = 100_000
 MAX_DEPTH_LIMIT = 100_000
 MAX_RECORD_BYTES_LIMIT = 64 * 1024 * 1024
+A = TypeVar("A")
+B = TypeVar("B")
+
+
+async def _together(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+    """Two independent calls (two keys, two slots) in one round trip's time; the
+    first error, if any, is raised once both have finished."""
+    one, two = await asyncio.gather(first, second, return_exceptions=True)
+    for outcome in (one, two):
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return one, two  # type: ignore[return-value]
 
 
 def _expected_mismatch(parent: str | None) -> SessionError:
@@ -279,29 +293,32 @@ class ChainStore:
                     "mint it with new_response_id(previous_response_id)",
                 )
             return own
-        if parent is None:
-            return foreign_root_thread(response_id)
-        # A plain read: the parent's locator is refreshed only once the save has succeeded.
-        thread = parent_thread or await self.engine.locate(parent, 0)
+        # A foreign id: read its own locator first, so that an id already saved into
+        # another thread is refused before anything is written (together with the
+        # parent's, when that needs reading too). Plain reads: the parent's locator
+        # gets its new TTL only once the save has succeeded.
+        if parent is None or parent_thread is not None:
+            thread: str | None = parent_thread or foreign_root_thread(response_id)
+            current = await self.engine.locate(response_id, 0)
+        else:
+            thread, current = await _together(self.engine.locate(parent, 0), self.engine.locate(response_id, 0))
         if thread is None:
             raise SessionError(ErrorCode.CHAIN_NOT_FOUND, f"previous_response_id {parent!r} was not found")
+        if current is not None and current != thread:
+            raise SessionError(ErrorCode.STORE_CONFLICT, f"response {response_id!r} already exists")
         return thread
 
     async def _after_save(self, response_id: str, parent: str | None, thread: str) -> None:
-        """The locator steps of a saved foreign id: point it at its thread, and give a
-        foreign parent's locator a new TTL, so it stays readable by id as long as its
+        """The locator steps of a saved foreign id: point it at its thread (always: a
+        delete may have removed the locator since it was read), and give a foreign
+        parent's locator a new TTL, so it stays readable by id as long as its
         conversation goes on. Both idempotent; sent together (two slots)."""
         if thread_of(response_id) is not None:
             return
-        steps: list[Awaitable[None]] = [self._point(response_id, thread)]
         if parent is not None and thread_of(parent) is None and self._ttl_ms:
-            steps.append(self.engine.touch(parent, self._ttl_ms))
-        if len(steps) == 1:
-            await steps[0]
-            return
-        for outcome in await asyncio.gather(*steps, return_exceptions=True):
-            if isinstance(outcome, BaseException):
-                raise outcome
+            await _together(self._point(response_id, thread), self.engine.touch(parent, self._ttl_ms))
+        else:
+            await self._point(response_id, thread)
 
     async def _point(self, response_id: str, thread: str) -> None:
         # SET NX GET: a re-sent copy finds our own thread there, which is success.
