@@ -251,9 +251,16 @@ async def test_kill_connections_resets_idle_clients(proxy: FaultProxy, make_clie
     assert await c.ping()
     assert proxy.kill_connections() == 1
     await asyncio.sleep(0.05)
-    with pytest.raises(RedisConnectionError):
+    accepted = proxy.accepted
+    # redis-py 8.1 reports the reset on the next command; older versions notice the
+    # dead idle connection in the pool and quietly reconnect. Either way the old
+    # connection is gone and the client ends up on a new one.
+    try:
         await c.ping()
+    except RedisConnectionError:
+        pass
     assert await c.ping()  # reconnects
+    assert proxy.accepted == accepted + 1
 
 
 async def test_close_with_open_and_stalled_connections(redis_server: StandaloneServer) -> None:
@@ -365,7 +372,8 @@ async def test_acl_users_and_passwords(fault_servers: Callable[..., FaultServer]
     try:
         with pytest.raises(AuthenticationError, match="Authentication required"):
             await anon2.ping()
-        with pytest.raises(AuthenticationError, match="HELLO must be called with the client already authenticated"):
+        # redis-py 8 says HELLO 3 first, which fails; older versions speak RESP2 and get NOAUTH.
+        with pytest.raises(AuthenticationError, match="HELLO must be called with the client already authenticated|Authentication required"):
             await anon3.ping()
         assert await authed.ping()
     finally:
