@@ -335,7 +335,7 @@ class ChainStore:
         if status == "expected":
             raise _expected_mismatch(detail or None)
         if status == "parent_missing":
-            elsewhere = await self._thread(detail) if thread_of(detail) is None else None
+            elsewhere = await self.engine.locate(detail, 0) if thread_of(detail) is None else None
             if elsewhere is not None and elsewhere != thread:
                 raise SessionError(
                     ErrorCode.ID_INVALID,
