@@ -29,7 +29,8 @@ local pttl, linger = redis.call('PTTL', key), tonumber(ARGV[4])
 if found + linked > 0 then redis.call('HDEL', key, 'd:' .. id, 'p:' .. id) end
 if token ~= '' then
   local keep = (#token + 1) * (tonumber(ARGV[3]) - 1)
-  redis.call('HSET', key, 'ops', token .. (found == 1 and 'D' or 'N') .. string.sub(ring, 1, keep))
+  if #ring > keep then ring = string.sub(ring, 1, keep) end
+  redis.call('HSET', key, 'ops', token .. (found == 1 and 'D' or 'N') .. ring)
 end
 -- Nothing but the ring left: no record to keep alive, so let the ring go soon.
 if records_left == 0 and has_ring == 1 and (pttl < 0 or pttl > linger) then

@@ -15,12 +15,11 @@
 -- and write nothing, even if the record was deleted or overwritten since. The
 -- same record (bytes and parent) already stored is 'ok' too, with no write: that
 -- covers a caller's own retry under a new token, and a ring that has moved on.
+-- A key of another type fails the first read with WRONGTYPE, before any write
+-- (one command fewer than asking TYPE on every save).
 local key, id, parent, blob = KEYS[1], ARGV[1], ARGV[2], ARGV[6]
-local kind = redis.call('TYPE', key)['ok']
-if kind ~= 'none' and kind ~= 'hash' then return {'wrongtype', kind} end
-
 local token, ring = ARGV[9] or '', ''
-if token ~= '' and kind == 'hash' then
+if token ~= '' then
   ring = redis.call('HGET', key, 'ops') or ''
   if string.find(ring, token, 1, true) then return {'ok', id} end
 end
@@ -54,7 +53,8 @@ local ttl, before = tonumber(ARGV[7]), redis.call('PTTL', key)
 -- writes
 if token ~= '' then
   local keep = (#token + 1) * (tonumber(ARGV[10]) - 1)
-  redis.call('HSET', key, data, blob, link, parent, 'ops', token .. 'S' .. string.sub(ring, 1, keep))
+  if #ring > keep then ring = string.sub(ring, 1, keep) end
+  redis.call('HSET', key, data, blob, link, parent, 'ops', token .. 'S' .. ring)
 else
   redis.call('HSET', key, data, blob, link, parent)
 end

@@ -5,10 +5,10 @@ With the default prefix ``rs``::
     rs:{<thread>}:chain         hash   one conversation thread (a tree of responses)
                                        d:<response id> -> msgspec msgpack of StoredResponseSession
                                        p:<response id> -> parent id ("" for a root)
-                                       ops -> the ring of the thread's last 32 writes: per write,
+                                       ops -> the ring of the thread's last 16 writes: per write,
                                               its operation token (16 hex) and what it did (S
                                               saved, D deleted, N found nothing), newest first,
-                                              at most 544 bytes; a re-sent script finds its token
+                                              at most 272 bytes; a re-sent script finds its token
                                               there (redis_sessions/responses/protocol.py). Once
                                               the last record is deleted, the hash keeps only
                                               this field, for 5 minutes at most

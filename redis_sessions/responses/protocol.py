@@ -8,7 +8,7 @@ store logic above it is written once.
 
 from __future__ import annotations
 
-import secrets
+import os
 from typing import Protocol, Sequence, runtime_checkable
 
 from ..keys import KeySpace
@@ -51,12 +51,13 @@ class ResponseSessionStore(Protocol):
 OPS_FIELD = KeySpace.OPS_FIELD
 """The thread hash's field holding its operation ring (see :mod:`redis_sessions.keys`);
 the scripts spell it 'ops' too."""
-RING_ENTRIES = 32
+RING_ENTRIES = 16
 """How many recent writes a thread remembers, so that a re-sent script is recognised.
 
 redis-py re-sends a command whose reply was lost within one call's retries
-(seconds); a conversation sees far fewer than 32 writes in that time. Each entry
-is 17 bytes, so a ring never holds more than 544."""
+(seconds, within the call's budget); a conversation sees far fewer than 16 writes
+in that time. Each entry is 17 bytes, so a ring never holds more than 272: it is
+read and rewritten by every save, and its size shows in the save's cost."""
 RING_TTL_MS = 300_000
 """How long a thread whose last record was deleted keeps its ring (and so still
 answers a re-sent delete): longer than any call's retries, short enough to cost nothing."""
@@ -69,7 +70,7 @@ SAVED, DELETED, NOT_FOUND = "S", "D", "N"
 def new_token() -> str:
     """A random operation token, one per call. From os.urandom, so forked workers
     never share a sequence (``random`` would, after a fork)."""
-    return secrets.token_hex(TOKEN_HEX // 2)
+    return os.urandom(TOKEN_HEX // 2).hex()
 
 
 def ring_find(ring: str, token: str) -> str | None:
