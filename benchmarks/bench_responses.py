@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import secrets
 
 import msgspec
 from redis.asyncio import Redis
@@ -64,7 +65,10 @@ async def main() -> None:
             counter["raw"] += 1
             blob = msgspec.msgpack.encode(rec)
             key = f"bench:{{{thread_of(rec.id)}}}:chain"
-            await client.evalsha(save_script.sha, 1, key, rec.id, "", "-", "", "0", blob, 2592000000, 100000)
+            # The same script and arguments the store sends, a fresh operation token included,
+            # so both sides do the same work on the server.
+            await client.evalsha(save_script.sha, 1, key, rec.id, "", "-", "", "0", blob, 2592000000, 100000,
+                                 secrets.token_hex(8), 16)
 
         await client.script_load(save_script.source)  # the raw side loads its script up front
         save = await best_of(args.rounds, {"ours": (ours_save, n), "raw": (raw_save, n)})
