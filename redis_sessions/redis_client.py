@@ -45,11 +45,6 @@ DEFAULT_TIMEOUT = 5.0
 RETRIES = 3
 """redis-py retries a command this many times on a connection error or timeout."""
 
-if sys.version_info >= (3, 11):
-    _deadline = asyncio.timeout
-else:  # pragma: no cover - Python 3.10
-    from async_timeout import timeout as _deadline  # type: ignore[import-not-found,no-redef,unused-ignore]
-
 
 def check_timeout(value: object, what: str = "timeout") -> float | None:
     """A positive, finite number of seconds, or None (no budget)."""
@@ -297,6 +292,58 @@ def _from_redis(exc: BaseException) -> bool:
     return False
 
 
+WATCH_TICK = 0.05
+"""How often the watchdog looks for calls past their budget (seconds)."""
+
+
+class _Call:
+    __slots__ = ("deadline", "expired")
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.expired = False
+
+
+class _Watchdog:
+    """One timer per event loop, ticking only while bounded calls are in flight,
+    that cancels each call past its deadline.
+
+    A per-call timer (``asyncio.timeout``) costs a heap push and a cancelled
+    handle per call, measured at 5-8 µs, about 5% of a call on loopback; a
+    deadline in a dict costs well under 1 µs, at the price of up to
+    ``WATCH_TICK`` of lateness.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.calls: dict[asyncio.Task[Any], _Call] = {}
+        self.ticking = False
+
+    def watch(self, task: asyncio.Task[Any], budget: float) -> _Call | None:
+        if task in self.calls:  # a bounded call inside another: the outer budget governs
+            return None
+        call = self.calls[task] = _Call(self.loop.time() + budget)
+        if not self.ticking:
+            self.ticking = True
+            self.loop.call_later(WATCH_TICK, self.tick)
+        return call
+
+    def tick(self) -> None:
+        now = self.loop.time()
+        for task, call in list(self.calls.items()):
+            if now >= call.deadline and not call.expired:
+                call.expired = True
+                task.cancel()
+        if self.calls:
+            self.loop.call_later(WATCH_TICK, self.tick)
+        else:
+            self.ticking = False
+
+
+_watchdogs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Watchdog] = weakref.WeakKeyDictionary()
+_last_watchdog: list[_Watchdog | None] = [None]  # the usual case, one loop: no weak-dict lookup
+
+
 def bounded(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
     """Run a public coroutine method under ``self.timeout`` (None: no budget).
 
@@ -309,10 +356,26 @@ def bounded(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
         budget = self.timeout
         if budget is None:
             return await method(self, *args, **kwargs)
+        loop = asyncio.get_running_loop()
+        watchdog = _last_watchdog[0]
+        if watchdog is None or watchdog.loop is not loop:
+            watchdog = _watchdogs.get(loop)
+            if watchdog is None:
+                watchdog = _watchdogs[loop] = _Watchdog(loop)
+            _last_watchdog[0] = watchdog
+        task = asyncio.current_task(loop)
+        call = watchdog.watch(task, budget) if task is not None else None
+        if call is None:
+            return await method(self, *args, **kwargs)
         try:
-            async with _deadline(budget):
-                return await method(self, *args, **kwargs)
-        except (TimeoutError, asyncio.TimeoutError):
+            return await method(self, *args, **kwargs)
+        except asyncio.CancelledError:
+            if not call.expired:
+                raise
+            if sys.version_info >= (3, 11):
+                task.uncancel()  # type: ignore[union-attr]
             raise SessionError(ErrorCode.BACKEND_TIMEOUT, f"no answer from Redis within {budget:g} s") from None
+        finally:
+            del watchdog.calls[task]  # type: ignore[arg-type]
 
     return run
