@@ -305,3 +305,26 @@ async def test_a_server_that_is_not_there_is_unavailable_within_the_budget() -> 
     assert err.value.code in (ErrorCode.BACKEND_UNAVAILABLE, ErrorCode.BACKEND_TIMEOUT)
     assert time.monotonic() - start <= 2.0
     await session.close()
+
+
+@pytest.mark.real
+async def test_an_acl_user_with_the_readme_rules_can_do_everything(own_server: Server) -> None:
+    """README, Production: ``~rs:* +@read +@write +@scripting`` is all the package needs."""
+    admin = Redis.from_url(own_server.url)
+    await admin.execute_command("ACL", "SETUSER", "gateway", "on", ">gw-pw", "~rs:*", "+@read", "+@write", "+@scripting")
+    url = own_server.url.replace("redis://", "redis://gateway:gw-pw@")
+    store = RedisResponseSessionStore.from_url(url)
+    session = RedisSession.from_url("acl-user", url=url)
+    root = new_response_id()
+    await store.save(record(root))
+    await store.save(record("ext-acl"))
+    await store.save(record(new_response_id(root), parent=root))
+    assert (await store.get("ext-acl")) is not None and await store.delete("ext-acl") is True
+    await session.add_items([{"role": "user", "content": "hi"}, {"role": "user", "content": "there"}])
+    assert (await session.pop_item()) == {"role": "user", "content": "there"}
+    fork = await session.fork("acl-fork")
+    assert await fork.get_items() == [{"role": "user", "content": "hi"}]
+    await session.clear_session()
+    await store.close()
+    await session.close()
+    await admin.aclose()
