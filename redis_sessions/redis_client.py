@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import math
 import sys
 import weakref
 from typing import Any, Awaitable, Callable, Mapping, TypeVar, Union
@@ -36,6 +35,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
 from .errors import ErrorCode, SessionError
+from .validate import seconds
 
 AnyRedis = Union["Redis", "RedisCluster"]
 T = TypeVar("T")
@@ -44,15 +44,6 @@ DEFAULT_TIMEOUT = 5.0
 """Seconds one public call may take in total, redis-py's retries included."""
 RETRIES = 3
 """redis-py retries a command this many times on a connection error or timeout."""
-
-
-def check_timeout(value: object, what: str = "timeout") -> float | None:
-    """A positive, finite number of seconds, or None (no budget)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise SessionError(ErrorCode.INPUT_INVALID, f"{what} must be a positive number of seconds or None, got {value!r}")
-    return float(value)
 
 
 def is_cluster_url(url: str) -> bool:
@@ -96,7 +87,7 @@ def from_url(
     scheme = parts.scheme.replace("+cluster", "")
     query = "&".join(p for p in parts.query.split("&") if p and not p.startswith("cluster="))
     clean = parts._replace(scheme=scheme, query=query).geturl()
-    options = client_options(check_timeout(timeout), redis_kwargs)
+    options = client_options(seconds(timeout), redis_kwargs)
     if options.get("decode_responses"):
         raise SessionError(ErrorCode.INPUT_INVALID, "decode_responses=True is not supported: stored records are bytes")
     try:
@@ -149,7 +140,7 @@ class RedisLink:
         self._factory = factory
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AnyRedis] = weakref.WeakKeyDictionary()
         self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
-        self.timeout = check_timeout(timeout)
+        self.timeout = seconds(timeout)
 
     @classmethod
     def to_url(

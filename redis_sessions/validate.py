@@ -51,6 +51,15 @@ def ttl_ms(value: object, what: str = "ttl_seconds") -> int:
     return max(1, int(value * 1000))
 
 
+def seconds(value: object, what: str = "timeout") -> float | None:
+    """A positive, finite number of seconds (a time budget), or None (no budget)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise _refuse(what, value, "a positive, finite number of seconds or None")
+    return float(value)
+
+
 def flag(value: object, what: str) -> bool:
     if not isinstance(value, bool):
         raise _refuse(what, value, "True or False")

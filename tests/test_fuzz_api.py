@@ -146,8 +146,25 @@ async def seed(url: str) -> None:
     await session.close()
 
 
-def run_checked(srv: FaultServer, step: Callable[[], Awaitable[Any]]) -> None:
-    """Run one step; a SessionError must leave the dataset exactly as it was."""
+def run_checked(srv: FaultServer, call: Call, store_kw: dict[str, Any], session_id: Any,
+                session_kw: dict[str, Any]) -> None:
+    """Build a store and a session (either may refuse its arguments), make the call;
+    a SessionError must leave the dataset exactly as it was."""
+    asyncio.run(seed(srv.url))
+
+    async def step() -> None:
+        store = RedisResponseSessionStore.from_url(srv.url, **store_kw)
+        try:
+            session = RedisSession.from_url(session_id, url=srv.url, **session_kw)
+        except SessionError:
+            await store.close()
+            raise
+        try:
+            await call(store, session)
+        finally:
+            await store.close()
+            await session.close()
+
     before = digest(srv)
     try:
         asyncio.run(step())
@@ -159,18 +176,8 @@ def run_checked(srv: FaultServer, step: Callable[[], Awaitable[Any]]) -> None:
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(call=calls)
 def test_every_public_call_succeeds_or_refuses_without_writing(server: FaultServer, call: Call) -> None:
-    asyncio.run(seed(server.url))
-
-    async def step() -> None:
-        store = RedisResponseSessionStore.from_url(server.url, key_prefix=PREFIX, ttl_seconds=3600)
-        session = RedisSession.from_url(SESSION, url=server.url, key_prefix=PREFIX, ttl_seconds=3600)
-        try:
-            await call(store, session)
-        finally:
-            await store.close()
-            await session.close()
-
-    run_checked(server, step)
+    options = {"key_prefix": PREFIX, "ttl_seconds": 3600}
+    run_checked(server, call, options, SESSION, options)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -178,19 +185,4 @@ def test_every_public_call_succeeds_or_refuses_without_writing(server: FaultServ
 def test_every_constructor_builds_or_refuses_and_what_it_builds_behaves(
     server: FaultServer, store_kw: dict[str, Any], session_id: Any, session_kw: dict[str, Any], call: Call
 ) -> None:
-    asyncio.run(seed(server.url))
-
-    async def step() -> None:
-        store = RedisResponseSessionStore.from_url(server.url, **store_kw)
-        try:
-            session = RedisSession.from_url(session_id, url=server.url, **session_kw)
-        except SessionError:
-            await store.close()
-            raise
-        try:
-            await call(store, session)
-        finally:
-            await store.close()
-            await session.close()
-
-    run_checked(server, step)
+    run_checked(server, call, store_kw, session_id, session_kw)

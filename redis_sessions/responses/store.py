@@ -40,7 +40,7 @@ from ..models import (
     StoredResponseSession,
     StoredResponseSnapshot,
 )
-from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, bounded, check_timeout
+from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, bounded
 from .chain import build_snapshot, check_walk, decode_chain
 from .memory_engine import MemoryChainEngine
 from .protocol import UNSET, ChainEngine, SaveRequest, _Unset, new_token
@@ -152,7 +152,7 @@ class ChainStore:
                                                  maximum=MAX_RECORD_BYTES_LIMIT)
         self.sliding_ttl = validate.flag(sliding_ttl, "sliding_ttl")
         self.replay_instructions = validate.flag(replay_instructions, "replay_instructions")
-        self.timeout = check_timeout(timeout)
+        self.timeout = validate.seconds(timeout)
 
     @property
     def round_trips(self) -> int:
