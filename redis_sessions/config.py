@@ -1,11 +1,12 @@
-"""Configuration (pydantic, so a gateway can load it from env or a settings file)
-and the factory that turns it into a store."""
+"""Configuration (pydantic-settings: arguments, else ``REDIS_SESSIONS_*`` environment
+variables, else defaults) and the factory that turns it into a store."""
 
 from __future__ import annotations
 
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import ErrorCode, SessionError
 from .ids import validate_id
@@ -23,17 +24,27 @@ from .responses.store import (
 )
 
 
-class SessionConfig(BaseModel):
-    """Where and how conversation state is kept.
+ENV_PREFIX = "REDIS_SESSIONS_"
 
-    ``ttl_seconds=None`` keeps records forever; the default is 30 days, as the
-    Responses API keeps stored responses.
+
+class SessionConfig(BaseSettings):
+    """Where and how conversation state is kept; every field can come from the environment.
+
+    Each field reads ``REDIS_SESSIONS_<FIELD>`` when not passed
+    (``REDIS_SESSIONS_URL``, ``REDIS_SESSIONS_TTL_SECONDS``, ...; ``redis_kwargs`` as
+    JSON), and arguments win over the environment. A ``url`` means Redis unless
+    ``backend`` says otherwise; with neither, state is kept in memory.
+
+    ``ttl_seconds`` is the one default TTL of response stores and item sessions:
+    30 days, as the Responses API keeps stored responses; ``None`` keeps state forever.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="forbid")
 
-    backend: Literal["memory", "redis"] = "memory"
+    backend: Optional[Literal["memory", "redis"]] = None
+    """``None``: ``redis`` when ``url`` is set, else ``memory``."""
     url: Optional[str] = None
+    """``redis://``, ``rediss://`` (TLS), ``redis+cluster://``, ``redis+sentinel://host:port[,host:port]/<service>[/db]``."""
     cluster: Optional[bool] = None
     key_prefix: str = DEFAULT_PREFIX
     ttl_seconds: Optional[int] = Field(default=DEFAULT_TTL_SECONDS, gt=0)
@@ -43,10 +54,23 @@ class SessionConfig(BaseModel):
     replay_instructions: bool = False
     max_batch_bytes: int = Field(default=MAX_BATCH_BYTES, ge=1024)
     """Item sessions: the most bytes one ``add_items`` call may add (its items, encoded)."""
+
+    # -- the client ------------------------------------------------------------------
     timeout_seconds: Optional[float] = Field(default=DEFAULT_TIMEOUT, gt=0, allow_inf_nan=False)
     """Seconds one call may take in total, redis-py's retries included (None: no budget)."""
+    socket_timeout_seconds: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
+    """One command's socket timeout (default: a quarter of ``timeout_seconds``, so retries fit)."""
+    connect_timeout_seconds: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
+    """Connecting's timeout (default: as ``socket_timeout_seconds``)."""
+    max_connections: Optional[int] = Field(default=None, ge=1)
+    username: Optional[str] = None
+    """An ACL user (else the URL's, else ``default``)."""
+    password: Optional[SecretStr] = None
+    """The password, kept out of the URL and out of ``repr`` (else the URL's)."""
+    ssl_ca_certs: Optional[str] = None
+    """A CA file to verify a ``rediss://`` server against."""
     redis_kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Passed to redis-py's client: ``ssl_ca_certs``, ``username``, ``max_connections``, ..."""
+    """Any other redis-py client option (``ssl_certfile``, ``health_check_interval``, ...)."""
 
     @model_validator(mode="after")
     def _check(self) -> "SessionConfig":
@@ -56,7 +80,32 @@ class SessionConfig(BaseModel):
             raise ValueError(exc.message) from None
         if self.backend == "redis" and not self.url:
             raise ValueError("backend 'redis' needs a url")
+        clash = sorted(set(self._named_options()) & set(self.redis_kwargs))
+        if clash:
+            raise ValueError(f"set {', '.join(clash)} once: as a setting or in redis_kwargs, not both")
         return self
+
+    @property
+    def store_backend(self) -> Literal["memory", "redis"]:
+        """The backend this config builds: ``backend``, else ``redis`` when a url is set."""
+        if self.backend is not None:
+            return self.backend
+        return "redis" if self.url else "memory"
+
+    def _named_options(self) -> dict[str, Any]:
+        named = {
+            "socket_timeout": self.socket_timeout_seconds,
+            "socket_connect_timeout": self.connect_timeout_seconds or self.socket_timeout_seconds,
+            "max_connections": self.max_connections,
+            "username": self.username,
+            "password": self.password.get_secret_value() if self.password is not None else None,
+            "ssl_ca_certs": self.ssl_ca_certs,
+        }
+        return {name: value for name, value in named.items() if value is not None}
+
+    def client_options(self) -> dict[str, Any]:
+        """The redis-py options this config passes on: the named settings, then ``redis_kwargs``."""
+        return {**self._named_options(), **self.redis_kwargs}
 
     @classmethod
     def parse(cls, **values: object) -> "SessionConfig":
@@ -76,11 +125,11 @@ def create_response_session_store(config: SessionConfig) -> ChainStore:
         sliding_ttl=config.sliding_ttl,
         replay_instructions=config.replay_instructions,
     )
-    if config.backend == "memory":
+    if config.store_backend == "memory":
         return MemoryResponseSessionStore(**options)  # type: ignore[arg-type]
     assert config.url is not None
     return RedisResponseSessionStore.from_url(config.url, cluster=config.cluster, timeout=config.timeout_seconds,
-                                              redis_kwargs=config.redis_kwargs, **options)
+                                              redis_kwargs=config.client_options(), **options)
 
 
 def create_item_session(config: SessionConfig, session_id: str) -> ItemSession:
@@ -90,8 +139,8 @@ def create_item_session(config: SessionConfig, session_id: str) -> ItemSession:
     """
     options: dict[str, Any] = dict(key_prefix=config.key_prefix, ttl_seconds=config.ttl_seconds,
                                    sliding_ttl=config.sliding_ttl, max_batch_bytes=config.max_batch_bytes)
-    if config.backend == "memory":
+    if config.store_backend == "memory":
         return MemorySession(session_id, **options)
     assert config.url is not None
     return RedisSession.from_url(session_id, url=config.url, cluster=config.cluster,
-                                 timeout=config.timeout_seconds, redis_kwargs=config.redis_kwargs, **options)
+                                 timeout=config.timeout_seconds, redis_kwargs=config.client_options(), **options)

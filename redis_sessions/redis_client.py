@@ -25,12 +25,14 @@ import asyncio
 import functools
 import sys
 import weakref
-from typing import Any, Awaitable, Callable, Mapping, TypeVar, Union
-from urllib.parse import parse_qs, urlsplit
+from typing import Any, Awaitable, Callable, Mapping, TypeVar, Union, cast
+from urllib.parse import SplitResult, parse_qs, urlencode, urlsplit, urlunsplit
 
 from redis import exceptions as rx
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import parse_url
+from redis.asyncio.sentinel import Sentinel
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
@@ -44,6 +46,10 @@ DEFAULT_TIMEOUT = 5.0
 """Seconds one public call may take in total, redis-py's retries included."""
 RETRIES = 3
 """redis-py retries a command this many times on a connection error or timeout."""
+
+
+SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
+SENTINEL_PORT = 26379
 
 
 def is_cluster_url(url: str) -> bool:
@@ -90,6 +96,10 @@ def from_url(
     options = client_options(seconds(timeout), redis_kwargs)
     if options.get("decode_responses"):
         raise SessionError(ErrorCode.INPUT_INVALID, "decode_responses=True is not supported: stored records are bytes")
+    if parts.scheme in SENTINEL_SCHEMES:
+        if cluster:
+            raise SessionError(ErrorCode.INPUT_INVALID, "a redis+sentinel:// URL names a standalone master, not a cluster")
+        return _sentinel_client(parts, options)
     try:
         if cluster:
             return RedisCluster.from_url(clean, **options)
@@ -100,6 +110,68 @@ def from_url(
         raise SessionError(ErrorCode.INPUT_INVALID, f"bad Redis client option: {exc}") from None
     except (ValueError, rx.RedisError) as exc:
         raise SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"bad Redis URL: {exc}") from None
+
+
+class _SentinelMaster(Redis):
+    """The master's client; closing it closes the sentinel connections that found it too."""
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        await super().aclose(close_connection_pool)
+        for sentinel in getattr(self.connection_pool, "sentinel_manager").sentinels:
+            await sentinel.aclose()
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    """``host``, ``host:port``, ``[v6]`` or ``[v6]:port``; the port defaults to the sentinel's."""
+    host, port = address, ""
+    if address.startswith("["):
+        host, _, rest = address[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else rest
+    elif ":" in address:
+        host, _, port = address.rpartition(":")
+    try:
+        return host or "localhost", int(port) if port else SENTINEL_PORT
+    except ValueError:
+        raise SessionError(ErrorCode.INPUT_INVALID, f"bad sentinel address in the URL: port {port!r}") from None
+
+
+def _sentinel_client(parts: SplitResult, options: dict[str, Any]) -> Redis:
+    """``redis+sentinel://[user:password@]host[:port][,host[:port]...]/<service>[/<db>][?options]``:
+    the master of ``service`` as the sentinels name it, found again after a failover.
+
+    The URL's user and password and its query options are the master's (as in a
+    ``redis://`` URL); ``sentinel_username`` and ``sentinel_password`` in the query
+    authenticate to the sentinels themselves. ``rediss+sentinel://`` is TLS to the master.
+    """
+    userinfo, _, hostlist = parts.netloc.rpartition("@")
+    sentinels = [_host_port(item.strip()) for item in hostlist.split(",")]
+    path = [segment for segment in parts.path.split("/") if segment]
+    if not path or len(path) > 2:
+        raise SessionError(ErrorCode.INPUT_INVALID, "a redis+sentinel:// URL needs the service name as its path: /<service>[/<db>]")
+    service = path[0]
+    query = parse_qs(parts.query)
+    sentinel_auth = {name: query.pop(f"sentinel_{name}")[-1] for name in ("username", "password")
+                     if f"sentinel_{name}" in query}
+    master_url = urlunsplit(("rediss" if parts.scheme.startswith("rediss") else "redis",
+                             f"{userinfo}@localhost" if userinfo else "localhost",
+                             f"/{path[1]}" if len(path) > 1 else "", urlencode(query, doseq=True), ""))
+    try:
+        from_query: dict[str, Any] = dict(parse_url(master_url))
+    except ValueError as exc:
+        raise SessionError(ErrorCode.INPUT_INVALID, f"bad Redis URL: {exc}") from None
+    for name in ("host", "port", "connection_class"):
+        from_query.pop(name, None)
+    if master_url.startswith("rediss"):
+        from_query["ssl"] = True
+    options = {**options, **from_query}
+    timeouts = {name: options[name] for name in ("socket_timeout", "socket_connect_timeout", "retry") if name in options}
+    manager = Sentinel(sentinels, sentinel_kwargs={**timeouts, **sentinel_auth})  # type: ignore[no-untyped-call]
+    try:
+        client = cast(Redis, manager.master_for(service, redis_class=_SentinelMaster, **options))
+        client.connection_pool.make_connection()  # type: ignore[no-untyped-call]  # an unknown option fails here
+    except TypeError as exc:
+        raise SessionError(ErrorCode.INPUT_INVALID, f"bad Redis client option: {exc}") from None
+    return client
 
 
 def as_text(value: object) -> str:
