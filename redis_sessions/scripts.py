@@ -11,17 +11,31 @@ from __future__ import annotations
 import hashlib
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
 
 from redis.exceptions import NoScriptError
 
 from .redis_client import AnyRedis
 
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
+
+
+def lua_folder() -> "Traversable":
+    """The packaged scripts; in a source checkout that is not installed editable (say,
+    ``python -m redis_sessions`` run from the checkout folder, which shadows the
+    installed package), the checkout's own ``lua/`` folder."""
+    try:
+        return resources.files("redis_sessions.lua")
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parent.parent / "lua"
+
 
 class LuaScript:
     def __init__(self, name: str) -> None:
         self.name = name
-        self.source = resources.files("redis_sessions.lua").joinpath(f"{name}.lua").read_text("utf-8")
+        self.source = lua_folder().joinpath(f"{name}.lua").read_text("utf-8")
         self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
 
     async def __call__(self, client: AnyRedis, keys: Sequence[str], args: Sequence[Any]) -> Any:
