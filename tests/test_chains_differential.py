@@ -74,7 +74,7 @@ def programs(draw: Any, steps_ms: list[int]) -> list[dict[str, Any]]:
         if kind != "save":
             op: dict[str, Any] = {"op": kind, "id": some_id(IDS)}
             if kind == "resolve":
-                op.update(max_depth=draw(st.sampled_from([None, 1, 2, 3, 8])), include_incomplete=draw(st.booleans()))
+                op.update(max_depth=draw(st.sampled_from([None, 0, 1, 2, 3, 8])), include_incomplete=draw(st.booleans()))
             if kind == "delete":
                 op["resend"] = draw(st.booleans())
             program.append(op)

@@ -58,7 +58,7 @@ def test_a_bad_max_depth_is_refused(depth: Any) -> None:
     assert code_of(lambda: MemoryResponseSessionStore(max_depth=depth)) is ErrorCode.INPUT_INVALID
 
 
-@pytest.mark.parametrize("depth", ["5", True, 0, 1.0], ids=repr)
+@pytest.mark.parametrize("depth", ["5", True, -1, 1.0, 100_001], ids=repr)
 async def test_a_bad_max_depth_per_call_is_refused(depth: Any) -> None:
     store = MemoryResponseSessionStore()
     rid = new_response_id()
@@ -66,6 +66,17 @@ async def test_a_bad_max_depth_per_call_is_refused(depth: Any) -> None:
     with pytest.raises(SessionError) as err:
         await store.resolve_chain(rid, max_depth=depth)
     assert err.value.code is ErrorCode.INPUT_INVALID
+
+
+async def test_max_depth_0_per_call_fits_only_the_empty_chain() -> None:
+    """As in GodeX: 0 is a valid limit (the store's own max_depth stays at least 1)."""
+    store = MemoryResponseSessionStore()
+    rid = new_response_id()
+    await store.save(record(rid))
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(rid, max_depth=0)
+    assert err.value.code is ErrorCode.CHAIN_DEPTH_EXCEEDED
+    assert (await store.resolve_chain(None, max_depth=0)).sessions == []
 
 
 @pytest.mark.parametrize("timeout", [0, -1, "5", True, float("inf")], ids=repr)

@@ -161,9 +161,21 @@ async def test_depth_limit_is_an_error(backend):
         await store.resolve_chain(ids[4])
     assert err.value.code is ErrorCode.CHAIN_DEPTH_EXCEEDED
     assert len((await store.resolve_chain(ids[5], max_depth=6)).sessions) == 6
+    before = await all_keys(backend, store, deadlines=True)
     with pytest.raises(SessionError) as err:
-        await store.resolve_chain(ids[5], max_depth=0)
-    assert err.value.code is ErrorCode.INPUT_INVALID
+        await store.resolve_chain(ids[5], max_depth=0)  # GodeX: only the empty chain fits in 0
+    assert err.value.code is ErrorCode.CHAIN_DEPTH_EXCEEDED and "max_depth=0" in err.value.message
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(ids[0], max_depth=0)
+    assert err.value.code is ErrorCode.CHAIN_DEPTH_EXCEEDED
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(new_response_id(ids[0]), max_depth=0)  # missing: not found, as at any depth
+    assert err.value.code is ErrorCode.CHAIN_NOT_FOUND
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain("never-saved", max_depth=0)
+    assert err.value.code is ErrorCode.CHAIN_NOT_FOUND
+    assert (await store.resolve_chain(None, max_depth=0)).sessions == []
+    assert await all_keys(backend, store, deadlines=True) == before
 
 
 async def test_a_turn_that_is_not_completed_is_unavailable_unless_asked_for(backend):

@@ -39,9 +39,9 @@ def check_walk(status: str, detail: str, start: str, max_depth: int) -> None:
     if status == "cycle":
         raise SessionError(ErrorCode.CHAIN_CYCLE_DETECTED, f"the chain of {start!r} loops back to {detail!r}")
     if status == "depth":
+        beyond = "" if detail == start else f" (next ancestor {detail!r})"
         raise SessionError(
-            ErrorCode.CHAIN_DEPTH_EXCEEDED,
-            f"the chain of {start!r} is longer than max_depth={max_depth} (next ancestor {detail!r})",
+            ErrorCode.CHAIN_DEPTH_EXCEEDED, f"the chain of {start!r} is longer than max_depth={max_depth}{beyond}"
         )
     raise SessionError(ErrorCode.RECORD_CORRUPT, f"the thread of {start!r} holds a Redis {detail or status}")
 

@@ -202,18 +202,26 @@ class ChainStore:
 
         Never shortened: a missing ancestor, a cycle, a chain longer than
         ``max_depth`` or a turn that is not completed raises a coded error.
+        ``max_depth=0`` accepts only the empty chain (``previous_response_id=None``):
+        a response that exists is ``session.chain.depth_exceeded`` (and touches no
+        TTL), one that does not is ``session.chain.not_found`` (GodeX, which checks
+        the depth before it reads, answers depth_exceeded for that one too).
         """
         if previous_response_id is None:
             return ResponseSessionSnapshot(previous_response_id=None, sessions=[], input_items=[])
         validate_id(previous_response_id, "previous_response_id")
         depth = self.max_depth if max_depth is None else validate.integer(
-            max_depth, "max_depth", minimum=1, maximum=MAX_DEPTH_LIMIT)
+            max_depth, "max_depth", minimum=0, maximum=MAX_DEPTH_LIMIT)
         validate.flag(include_incomplete, "include_incomplete")
         thread = await self._thread(previous_response_id)
         if thread is None:
             check_walk("missing", previous_response_id, previous_response_id, depth)
             raise AssertionError("unreachable")
-        status, detail, records = await self.engine.walk(thread, previous_response_id, depth, self._slide_ms)
+        # max_depth=0: one record is read only to tell "too long" from "missing".
+        status, detail, records = await self.engine.walk(
+            thread, previous_response_id, depth or 1, self._slide_ms if depth else 0)
+        if depth == 0 and records:
+            status, detail = "depth", previous_response_id
         check_walk(status, detail, previous_response_id, depth)
         sessions = decode_chain(records, self.keys.thread(thread))
         return build_snapshot(
