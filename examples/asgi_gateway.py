@@ -24,6 +24,7 @@ from redis_sessions import (
     StoredResponseSnapshot,
     create_response_session_store,
 )
+from redis_sessions.responses import request_input_items
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -36,7 +37,8 @@ store = create_response_session_store(SessionConfig(backend="redis", url=url) if
 async def call_model(model: str, instructions: str | None, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Stand-in for the real model call (e.g. openai.AsyncOpenAI().responses.create(
     model=model, instructions=instructions, input=items, store=False))."""
-    last = items[-1]["content"] if items else ""
+    parts = items[-1].get("content") if items else None  # a message's content is a list of parts
+    last = parts[0].get("text", "") if isinstance(parts, list) and parts else ""
     text = f"({len(items)} items so far) you said: {last}"
     return [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}]
 
@@ -47,8 +49,7 @@ async def create_response(body: dict[str, Any]) -> dict[str, Any]:
     request = StoredResponseRequestSnapshot(
         input=body.get("input", ""), instructions=body.get("instructions"), model=body.get("model", "demo-model")
     )
-    new_items = [{"type": "message", "role": "user", "content": request.input}] if isinstance(request.input, str) \
-        else list(request.input)
+    new_items = request_input_items(request.input)  # the shape the history comes back in
     output = await call_model(request.model or "", request.instructions, chain.input_items + new_items)
     response_id = await store.new_response_id(previous)
     session = StoredResponseSession(

@@ -101,6 +101,24 @@ async def all_keys(backend: Any, store: ChainStore, *, deadlines: bool = False) 
     return out
 
 
+async def plant(backend: Any, store: ChainStore, thread: str, records: dict[str, tuple[str, bytes | None]]) -> None:
+    """Write ``{id: (parent, record bytes)}`` into ``thread`` behind the store's back
+    (None keeps the stored bytes and changes only the parent pointer): for data the
+    store itself would refuse to write (a loop of parents) or that an older version
+    wrote. The thread is created without a TTL if it does not exist."""
+    fields: dict[str, Any] = {}
+    for rid, (parent, blob) in records.items():
+        fields[store.keys.parent_field(rid)] = parent
+        if blob is not None:
+            fields[store.keys.data_field(rid)] = blob
+    if backend.client is None:
+        from redis_sessions.responses.memory_engine import _Entry
+
+        store.engine.threads.setdefault(thread, _Entry()).fields.update(fields)  # type: ignore[attr-defined]
+    else:
+        await backend.client.hset(store.keys.thread(thread), mapping=fields)
+
+
 async def readable(store: ChainStore, ids: list[str]) -> dict[str, Any]:
     """What a reader sees of ``ids``: each record, or None."""
     return {rid: await store.get(rid) for rid in ids}

@@ -36,6 +36,9 @@ async def test_the_gateway_example_continues_a_conversation(redis_server, monkey
     status, second = await post(gateway.app, {"input": "again", "previous_response_id": first["id"]})
     assert status == 200 and second["previous_response_id"] == first["id"]
     assert "(3 items so far) you said: again" in second["output"][0]["content"][0]["text"]
+    history = (await gateway.store.resolve_chain(second["id"])).input_items
+    assert history[0] == {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hello"}]}
+    assert history[2] == {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "again"}]}
     status, error = await post(gateway.app, {"input": "x", "previous_response_id": "resp_missing"})
     assert status == 404 and error["error"]["code"] == "session.chain.not_found"
     await gateway.store.close()

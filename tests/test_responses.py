@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from chains import all_keys, build_chain, make_store, record
+from chains import all_keys, build_chain, make_store, plant, record
 from redis_sessions import (
     ErrorCode,
     ResponseSessionStore,
@@ -14,6 +14,7 @@ from redis_sessions import (
     new_response_id,
 )
 from redis_sessions.ids import thread_of
+from redis_sessions.responses import request_input_items
 
 
 async def test_save_then_get_returns_an_equal_record(backend):
@@ -117,13 +118,85 @@ async def test_resolve_chain_rebuilds_the_input_items_oldest_first(backend):
     assert snap.previous_response_id == b
     assert [s.id for s in snap.sessions] == [a, b]
     assert snap.input_items == [
-        {"type": "message", "role": "user", "content": "one"},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "one"}]},
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "re: one"}]},
         *items,
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "re: hello"}]},
     ]
     empty = await store.resolve_chain(None)
     assert empty.sessions == [] and empty.input_items == []
+
+
+async def test_rebuilt_items_take_openai_input_items_shape_and_the_record_keeps_what_was_saved(backend):
+    """Easy messages become message items whose content is a list of text parts (as
+    OpenAI's input_items lists them); typed items pass through; the stored record
+    keeps exactly what the caller saved."""
+    store = make_store(backend)
+    a = new_response_id()
+    easy = [{"role": "user", "content": "plain"}, {"type": "message", "role": "developer", "content": "dev"},
+            {"role": "assistant", "content": "said", "phase": "final_answer"},
+            {"role": "user", "content": [{"type": "input_image", "image_url": "https://x/y.png"}]},
+            {"role": "tool", "content": "unknown role: as is"}, {"type": "reasoning", "summary": []},
+            {"type": "message", "role": "user", "content": ""}]
+    saved = record(a, input_items=easy)
+    await store.save(saved)
+    assert (await store.get(a)) == saved
+    assert (await store.resolve_chain(a)).input_items[:7] == [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "plain"}]},
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "dev"}]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "said"}],
+         "phase": "final_answer"},
+        {"type": "message", "role": "user", "content": [{"type": "input_image", "image_url": "https://x/y.png"}]},
+        {"role": "tool", "content": "unknown role: as is"}, {"type": "reasoning", "summary": []},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": ""}]},
+    ]
+    assert request_input_items(easy) == (await store.resolve_chain(a)).input_items[:7]
+    assert request_input_items("new turn") == [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "new turn"}]}]
+    assert request_input_items("") == [] and request_input_items([]) == []
+
+
+async def test_records_saved_before_the_item_shape_changed_rebuild_in_it(backend):
+    """The shape is made at rebuild time and never stored: records written by the
+    version before it (their bytes, verbatim) resolve to the new shape."""
+    store = make_store(backend, replay_instructions=True)
+    thread = "0123456789abcdef"
+    a, b = f"resp_{thread}_{'0' * 32}", f"resp_{thread}_{'0' * 31}1"
+    await plant(backend, store, thread, {a: ("", bytes.fromhex(OLD_RECORD_A)), b: (a, bytes.fromhex(OLD_RECORD_B))})
+    assert [s.request.input for s in (await store.resolve_chain(b)).sessions] == [
+        "one", [{"role": "user", "content": "two"}]]
+    assert (await store.resolve_chain(b)).input_items == [
+        {"type": "message", "role": "system", "content": [{"type": "input_text", "text": "sys one"}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "one"}]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "re: one"}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "two"}]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "re: two"}]},
+    ]
+
+
+# Two records as the version before the rebuilt item shape (26e0a20) encoded them: a root
+# with a string input and instructions, and a child with an easy-message input and output.
+OLD_RECORD_A = (
+    "89a26964d936726573705f303132333435363738396162636465665f303030303030303030303030303030303030303030303030"
+    "3030303030303030b470726576696f75735f726573706f6e73655f6964c0af636f6e766572736174696f6e5f6964c0aa6372656174"
+    "65645f6174ce6553f100ac636f6d706c657465645f6174c0a6737461747573a9636f6d706c65746564a77265717565737489a569"
+    "6e707574a36f6e65ac696e737472756374696f6e73a7737973206f6e65a56d6f64656cc0a5746f6f6c73c0ab746f6f6c5f63686f"
+    "696365c0b3706172616c6c656c5f746f6f6c5f63616c6c73c0a9726561736f6e696e67c0a474657874c0aa7472756e636174696f"
+    "6ec0a8726573706f6e736586a26964a178a66f75747075749183a474797065a76d657373616765a4726f6c65a9617373697374616e"
+    "74a7636f6e74656e749182a474797065ab6f75747075745f74657874a474657874a772653a206f6e65ab6f75747075745f746578"
+    "74c0a57573616765c0a56572726f72c0b2696e636f6d706c6574655f64657461696c73c0a86d65746164617461c0"
+)
+OLD_RECORD_B = (
+    "89a26964d936726573705f303132333435363738396162636465665f303030303030303030303030303030303030303030303030"
+    "3030303030303031b470726576696f75735f726573706f6e73655f6964d936726573705f30313233343536373839616263646566"
+    "5f3030303030303030303030303030303030303030303030303030303030303030af636f6e766572736174696f6e5f6964c0aa63"
+    "7265617465645f6174ce6553f101ac636f6d706c657465645f6174c0a6737461747573a9636f6d706c65746564a7726571756573"
+    "7489a5696e7075749182a4726f6c65a475736572a7636f6e74656e74a374776fac696e737472756374696f6e73c0a56d6f64656c"
+    "c0a5746f6f6c73c0ab746f6f6c5f63686f696365c0b3706172616c6c656c5f746f6f6c5f63616c6c73c0a9726561736f6e696e67"
+    "c0a474657874c0aa7472756e636174696f6ec0a8726573706f6e736586a26964a179a66f75747075749182a4726f6c65a96173"
+    "73697374616e74a7636f6e74656e74a772653a2074776fab6f75747075745f74657874c0a57573616765c0a56572726f72c0b269"
+    "6e636f6d706c6574655f64657461696c73c0a86d65746164617461c0"
+)
 
 
 async def test_replay_instructions_inserts_each_turns_instructions(backend):
@@ -133,7 +206,8 @@ async def test_replay_instructions_inserts_each_turns_instructions(backend):
     b = new_response_id(a)
     await store.save(record(b, a, text="two", instructions="sys two"))
     roles = [(i["role"], i["content"]) for i in (await store.resolve_chain(b)).input_items if i["role"] != "assistant"]
-    assert roles == [("system", "sys one"), ("user", "one"), ("system", "sys two"), ("user", "two")]
+    assert roles == [("system", [{"type": "input_text", "text": "sys one"}]), ("user", [{"type": "input_text", "text": "one"}]),
+                     ("system", [{"type": "input_text", "text": "sys two"}]), ("user", [{"type": "input_text", "text": "two"}])]
 
 
 async def test_a_missing_ancestor_is_an_error_never_a_shorter_history(backend):

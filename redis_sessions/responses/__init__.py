@@ -1,6 +1,15 @@
 """Response chains: ``previous_response_id`` sessions for Responses-API gateways."""
 
+from .chain import canonical_item, request_input_items
 from .protocol import UNSET, ResponseSessionStore
 from .store import ChainStore, MemoryResponseSessionStore, RedisResponseSessionStore
 
-__all__ = ["UNSET", "ChainStore", "MemoryResponseSessionStore", "RedisResponseSessionStore", "ResponseSessionStore"]
+__all__ = [
+    "UNSET",
+    "ChainStore",
+    "MemoryResponseSessionStore",
+    "RedisResponseSessionStore",
+    "ResponseSessionStore",
+    "canonical_item",
+    "request_input_items",
+]

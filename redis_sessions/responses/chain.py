@@ -10,22 +10,62 @@ from ..errors import ErrorCode, SessionError
 from ..models import Item, ResponseSessionSnapshot, StoredResponseSession
 
 
-def message(role: str, content: object) -> Item:
-    return {"type": "message", "role": role, "content": content}
+TEXT_PART = {"user": "input_text", "system": "input_text", "developer": "input_text", "assistant": "output_text"}
+"""The text part each message role is listed with by OpenAI's ``input_items``
+(``ResponseInputMessageItem`` for user, system and developer; an assistant
+message is listed as ``ResponseOutputMessage``)."""
+
+
+def text_message(role: str, text: str) -> Item:
+    """A message item whose content is one text part: ``{"type": "message", "role": "user",
+    "content": [{"type": "input_text", "text": ...}]}``."""
+    return {"type": "message", "role": role, "content": [{"type": TEXT_PART[role], "text": text}]}
+
+
+def canonical_item(item: Item) -> Item:
+    """One item in the shape OpenAI's ``input_items`` lists it in.
+
+    An easy message (``{"role": "user", "content": "hi"}``, ``type`` absent or
+    ``"message"``, a role of :data:`TEXT_PART`) becomes a ``message`` item whose
+    content is a list of one text part; every other key it has is kept. Anything
+    else (messages whose content is already a list of parts, function calls and
+    their outputs, reasoning, item types this package does not know) is returned
+    as it is. Items get no ``id``: OpenAI assigns those when it stores an item,
+    and an input message sent to a model carries none."""
+    role = item.get("role")
+    kind = item.get("type", "message")
+    if kind != "message" or not isinstance(role, str) or role not in TEXT_PART:
+        return item
+    content = item.get("content")
+    if "type" in item and not isinstance(content, str):
+        return item
+    shaped = {"type": "message", **item}
+    if isinstance(content, str):
+        shaped["content"] = [{"type": TEXT_PART[role], "text": content}]
+    return shaped
+
+
+def request_input_items(request_input: str | list[Item]) -> list[Item]:
+    """A request's ``input`` as items, in the shape ``resolve_chain`` rebuilds them in:
+    a string becomes one user message (none when empty), a list is shaped item by
+    item. Use it for the new turn's items, so that they match the history's (GodeX's
+    ``requestInputItems``)."""
+    if isinstance(request_input, str):
+        return [text_message("user", request_input)] if request_input else []
+    return [canonical_item(item) for item in request_input]
 
 
 def turn_items(session: StoredResponseSession, *, replay_instructions: bool) -> list[Item]:
-    """One turn's contribution: [instructions as system], the request input, then the output."""
+    """One turn's contribution: [instructions as a system message], the request input,
+    then the output, every message in the shape of :func:`canonical_item`. The shape is
+    made here, at rebuild time: records keep what the caller saved, so records saved
+    before this shape existed rebuild in it too."""
     items: list[Item] = []
     request = session.request
     if replay_instructions and request.instructions:
-        items.append(message("system", request.instructions))
-    if isinstance(request.input, str):
-        if request.input:
-            items.append(message("user", request.input))
-    else:
-        items.extend(request.input)
-    items.extend(session.response.output)
+        items.append(text_message("system", request.instructions))
+    items.extend(request_input_items(request.input))
+    items.extend(canonical_item(item) for item in session.response.output)
     return items
 
 
