@@ -147,6 +147,15 @@ async def clocked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
         yield b
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    import subprocess
+
+    if not REDIS_SERVER:
+        return "real servers: none (redis-server not installed)"
+    version = subprocess.run([REDIS_SERVER, "--version"], capture_output=True, text=True).stdout.strip()
+    return f"real servers: {version.split(' sha=')[0]} (set REDIS_SESSIONS_TEST_SERVER=valkey for Valkey)"
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Under CI a skipped test is a failure: the real-Redis tests must run."""
     if not IN_CI:
