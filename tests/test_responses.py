@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import msgspec
 import pytest
 
 from chains import all_keys, build_chain, make_store, plant, record
 from redis_sessions import (
     ErrorCode,
+    MemoryResponseSessionStore,
+    RedisResponseSessionStore,
     ResponseSessionStore,
     SessionError,
     StoredResponseRequestSnapshot,
     new_response_id,
 )
+from redis_sessions.clock import FakeClock
 from redis_sessions.ids import thread_of
 from redis_sessions.responses import request_input_items
 
@@ -417,3 +422,71 @@ async def test_a_record_with_wrong_field_types_is_refused_before_it_is_stored(ba
         await store.save(bad)
     assert err.value.code is ErrorCode.INPUT_INVALID and "created_at" in err.value.message
     assert await all_keys(backend, store) == {}
+
+
+# -- the memory store's constructor sessions and clear() (GodeX's MemoryResponseSessionStore) --
+def test_constructor_sessions_are_saved_parents_first_whatever_the_order_given():
+    a = new_response_id()
+    b, c = new_response_id(a), new_response_id(a)
+    d = new_response_id(b)
+    given = [record(d, b), record("ext-child", "ext-root"), record(c, a), record(b, a), record(a),
+             record("ext-root"), record("ext-grandchild", "ext-child")]
+    store = MemoryResponseSessionStore(given, replay_instructions=True)
+    assert {s.id: asyncio.run(store.get(s.id)) for s in given} == {s.id: s for s in given}
+    assert [s.id for s in asyncio.run(store.resolve_chain(d)).sessions] == [a, b, d]
+    assert [s.id for s in asyncio.run(store.resolve_chain("ext-grandchild")).sessions] == [
+        "ext-root", "ext-child", "ext-grandchild"]
+    assert MemoryResponseSessionStore().round_trips == 0 and MemoryResponseSessionStore([]).round_trips == 0
+
+
+@pytest.mark.parametrize("given, code", [
+    ([record("ext-a", "ext-b"), record("ext-b", "ext-a")], ErrorCode.CHAIN_CYCLE_DETECTED),
+    ([record("ext-a", "ext-a")], ErrorCode.CHAIN_CYCLE_DETECTED),
+    ([record("ext-a"), record("ext-b", "ext-missing")], ErrorCode.CHAIN_NOT_FOUND),
+    ([record("ext-a", text="one"), record("ext-a", text="two")], ErrorCode.STORE_CONFLICT),
+    ([record("br{ace")], ErrorCode.ID_INVALID),
+    ([record("ext-a", "")], ErrorCode.ID_INVALID),
+    ([record("ext-a"), {"id": "ext-b"}], ErrorCode.INPUT_INVALID),
+    ([record("ext-a", payload="x" * 2_000_000)], ErrorCode.RECORD_TOO_LARGE),
+    (record("ext-a"), ErrorCode.INPUT_INVALID),
+    ("ext-a", ErrorCode.INPUT_INVALID),
+    ({"ext-a": record("ext-a")}, ErrorCode.INPUT_INVALID),
+    (42, ErrorCode.INPUT_INVALID),
+], ids=["loop", "own-parent", "parent-not-given", "two-records-one-id", "bad-id", "bad-parent", "not-a-record",
+        "too-large", "one-record", "a-string", "a-mapping", "not-iterable"])
+def test_constructor_sessions_are_refused_as_save_refuses_them(given, code):
+    with pytest.raises(SessionError) as err:
+        MemoryResponseSessionStore(given)
+    assert err.value.code is code
+
+
+def test_constructor_sessions_the_same_record_twice_is_one_save():
+    store = MemoryResponseSessionStore([record("ext-a"), record("ext-b", "ext-a"), record("ext-a")])
+    assert asyncio.run(store.get("ext-a")) == record("ext-a")
+
+
+async def test_constructor_sessions_inside_a_running_loop_and_on_the_clock():
+    """A constructor called from async code (a running loop) saves without awaiting;
+    the records get the store's TTL from its clock, as save gives them."""
+    clock = FakeClock()
+    store = MemoryResponseSessionStore((s for s in [record("ext-b", "ext-a"), record("ext-a")]), ttl_seconds=10,
+                                       clock=clock)
+    assert len((await store.resolve_chain("ext-b")).sessions) == 2
+    clock.advance(10.001)
+    assert await store.get("ext-a") is None and await store.get("ext-b") is None
+
+
+async def test_clear_forgets_everything_and_the_store_goes_on():
+    a = new_response_id()
+    store = MemoryResponseSessionStore([record(a), record("ext-a")])
+    await store.save(record(new_response_id(a), a))
+    assert store.clear() is None
+    assert store.engine.threads == {} and store.engine.locators == {}
+    assert await store.get(a) is None and await store.get("ext-a") is None
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(a)
+    assert err.value.code is ErrorCode.CHAIN_NOT_FOUND
+    store.clear()  # idempotent
+    await store.save(record(a))
+    assert await store.get(a) == record(a)
+    assert not hasattr(RedisResponseSessionStore, "clear")  # memory only: on Redis, `redis-sessions purge`

@@ -198,5 +198,10 @@ class MemoryChainEngine:
             del self.threads[thread]
         return found
 
+    def clear(self) -> None:
+        """Forget every thread and locator, rings included (MemoryResponseSessionStore.clear)."""
+        self.threads.clear()
+        self.locators.clear()
+
     async def close(self) -> None:
         return None

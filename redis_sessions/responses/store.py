@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from typing import Any, Awaitable, Mapping, TypeVar
+from typing import Any, Awaitable, Iterable, Mapping, TypeVar
 
 import msgspec
 
@@ -56,10 +56,22 @@ A = TypeVar("A")
 B = TypeVar("B")
 
 
-async def _together(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+async def _outcome(call: Awaitable[A]) -> A | BaseException:
+    try:
+        return await call
+    except Exception as exc:
+        return exc
+
+
+async def _together(first: Awaitable[A], second: Awaitable[B], *, waits: bool = True) -> tuple[A, B]:
     """Two independent calls (two keys, two slots) in one round trip's time; the
-    first error, if any, is raised once both have finished."""
-    one, two = await asyncio.gather(first, second, return_exceptions=True)
+    first error, if any, is raised once both have finished. With ``waits=False``
+    (an engine that never waits, the memory one) they run one after the other, to
+    the same effect and answer, and with no event loop needed."""
+    if waits:
+        one, two = await asyncio.gather(first, second, return_exceptions=True)
+    else:
+        one, two = await _outcome(first), await _outcome(second)
     for outcome in (one, two):
         if isinstance(outcome, BaseException):
             raise outcome
@@ -130,6 +142,9 @@ def foreign_root_thread(response_id: str) -> str:
 
 class ChainStore:
     """Shared logic of every response-chain store. Use one of the subclasses."""
+
+    _engine_waits = True
+    """Whether the engine's calls wait on I/O (two independent ones then go out together)."""
 
     def __init__(
         self,
@@ -309,7 +324,8 @@ class ChainStore:
             thread: str | None = parent_thread or foreign_root_thread(response_id)
             current = await self.engine.locate(response_id, 0)
         else:
-            thread, current = await _together(self.engine.locate(parent, 0), self.engine.locate(response_id, 0))
+            thread, current = await _together(self.engine.locate(parent, 0), self.engine.locate(response_id, 0),
+                                              waits=self._engine_waits)
         if thread is None:
             raise SessionError(ErrorCode.CHAIN_NOT_FOUND, f"previous_response_id {parent!r} was not found")
         if current is not None and current != thread:
@@ -324,7 +340,8 @@ class ChainStore:
         if thread_of(response_id) is not None:
             return
         if parent is not None and thread_of(parent) is None and self._ttl_ms:
-            await _together(self._point(response_id, thread), self.engine.touch(parent, self._ttl_ms))
+            await _together(self._point(response_id, thread), self.engine.touch(parent, self._ttl_ms),
+                            waits=self._engine_waits)
         else:
             await self._point(response_id, thread)
 
@@ -446,10 +463,22 @@ class RedisResponseSessionStore(ChainStore):
 
 
 class MemoryResponseSessionStore(ChainStore):
-    """Response chains in this process: for tests and single-process use."""
+    """Response chains in this process: for tests and single-process use.
+
+    ``MemoryResponseSessionStore(sessions)`` starts with ``sessions`` saved, as
+    GodeX's constructor takes them: each is saved as ``save`` would (so a parent
+    must be among them), parents before their children whatever the order given;
+    a loop among them is ``session.chain.cycle_detected``, a parent that is not
+    among them ``session.chain.not_found``, and nothing is built. ``clear()``
+    forgets everything (memory only: on Redis, ``redis-sessions purge`` deletes a
+    prefix's keys)."""
+
+    _engine_waits = False
+    engine: MemoryChainEngine
 
     def __init__(
         self,
+        sessions: Iterable[StoredResponseSession] = (),
         *,
         key_prefix: str = DEFAULT_PREFIX,
         ttl_seconds: int | None = DEFAULT_TTL_SECONDS,
@@ -465,3 +494,71 @@ class MemoryResponseSessionStore(ChainStore):
             max_record_bytes=max_record_bytes, sliding_ttl=sliding_ttl, replay_instructions=replay_instructions,
             timeout=None,
         )
+        for session in parents_first(_initial_sessions(sessions)):
+            _finish_now(self.save(session))
+
+    def clear(self) -> None:
+        """Forget every response and locator (GodeX's ``clear``). Synchronous, as
+        there: nothing to wait for."""
+        self.engine.clear()
+
+
+def _initial_sessions(sessions: object) -> list[StoredResponseSession]:
+    """The constructor's ``sessions``, each checked as an id would be before a save."""
+    if isinstance(sessions, (str, bytes, bytearray, Mapping, StoredResponseSession)) or not isinstance(sessions, Iterable):
+        raise SessionError(ErrorCode.INPUT_INVALID,
+                           f"sessions must be an iterable of StoredResponseSession, not {type(sessions).__name__}")
+    given = list(sessions)
+    for session in given:
+        if not isinstance(session, StoredResponseSession):
+            raise SessionError(ErrorCode.INPUT_INVALID,
+                               f"sessions must hold StoredResponseSession, not {type(session).__name__}")
+        validate_id(session.id)
+        if session.previous_response_id is not None:
+            validate_id(session.previous_response_id, "previous_response_id")
+    return given
+
+
+def parents_first(sessions: list[StoredResponseSession]) -> list[StoredResponseSession]:
+    """``sessions`` reordered so that each comes after its parent when that is among
+    them, otherwise in the order given; linear in their number. Another record under
+    an id already placed stays in, for ``save`` to judge (the same record is the same
+    save; a different one is a conflict). Refuses parent pointers that loop."""
+    first: dict[str, StoredResponseSession] = {}
+    for session in sessions:
+        first.setdefault(session.id, session)
+    placed: set[str] = set()
+    ordered: list[StoredResponseSession] = []
+    for session in sessions:
+        if session.id in placed:
+            if session is not first[session.id]:
+                ordered.append(session)
+            continue
+        path: list[StoredResponseSession] = []
+        on_path: set[str] = set()
+        cur: StoredResponseSession | None = session
+        while cur is not None and cur.id not in placed:
+            if cur.id in on_path:
+                raise SessionError(ErrorCode.CHAIN_CYCLE_DETECTED, f"the sessions' parents loop back to {cur.id!r}")
+            on_path.add(cur.id)
+            path.append(cur)
+            parent = cur.previous_response_id
+            cur = first.get(parent) if parent is not None else None
+        for turn in reversed(path):
+            ordered.append(turn)
+            placed.add(turn.id)
+    return ordered
+
+
+def _finish_now(call: Awaitable[A]) -> A:
+    """Run an awaitable that never waits (a memory store's call: its engine does no
+    I/O and ``_engine_waits`` is False) to its end, with no event loop, so that a
+    constructor can save."""
+    steps = call.__await__()
+    try:
+        next(steps)
+    except StopIteration as done:
+        result: A = done.value
+        return result
+    steps.close()
+    raise RuntimeError("a memory store call waited on something")
