@@ -66,7 +66,9 @@ def fake_reply(history: list[Item]) -> Item:
 
 
 def user_turn(conversation: int, turn: int, branch: str) -> list[Item]:
-    return [{"type": "message", "role": "user", "content": f"conversation {conversation} turn {turn}{branch}"}]
+    """The user's turn, in the shape ``resolve_chain`` lists input items in."""
+    text = f"conversation {conversation} turn {turn}{branch}"
+    return [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}]
 
 
 def conversation_kind(index: int, items_available: bool) -> str:
