@@ -191,6 +191,9 @@ class RedisLink:
 
     Either ``client`` (the caller's; never closed here) or ``factory`` (builds a
     client per event loop; :meth:`close` closes the current loop's one).
+    ``raw_replies=True``: the user of the link asks redis-py for undecoded
+    replies on every command (``NEVER_DECODE``), so a caller's client made with
+    ``decode_responses=True`` is accepted.
     """
 
     __slots__ = ("_client", "_factory", "_clients", "_loop", "timeout")
@@ -201,12 +204,13 @@ class RedisLink:
         *,
         factory: Callable[[], AnyRedis] | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
+        raw_replies: bool = False,
     ) -> None:
         if (client is None) == (factory is None):
             raise SessionError(ErrorCode.INPUT_INVALID, "a RedisLink takes a client or a factory")
         if client is not None and not isinstance(client, (Redis, RedisCluster)) and not _duck_client(client):
             raise SessionError(ErrorCode.INPUT_INVALID, f"client must be a redis.asyncio Redis or RedisCluster, got {type(client).__name__}")
-        if client is not None and _decodes_responses(client):
+        if client is not None and not raw_replies and _decodes_responses(client):
             raise SessionError(ErrorCode.INPUT_INVALID, "a client with decode_responses=True is not supported: stored records are bytes")
         self._client = client
         self._factory = factory
