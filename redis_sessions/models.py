@@ -56,7 +56,13 @@ class StoredResponseSession(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ResponseSessionSnapshot(msgspec.Struct, frozen=True, kw_only=True):
-    """A resolved chain: the turns oldest first and the input items they rebuild."""
+    """A resolved chain: the turns oldest first and the input items they rebuild.
+
+    Not stored: made by ``resolve_chain``. ``input_items`` holds each turn's
+    instructions (with ``replay_instructions``), its input and its output, every
+    message in the shape OpenAI's ``input_items`` lists it in: content is a list of
+    parts, e.g. ``{"type": "message", "role": "user", "content": [{"type":
+    "input_text", "text": "hi"}]}`` (:func:`redis_sessions.responses.canonical_item`)."""
 
     previous_response_id: Union[str, None]
     sessions: list[StoredResponseSession]
