@@ -13,6 +13,7 @@ import asyncio
 import math
 from typing import Any, Awaitable, Callable, Iterator
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from faultservers import FaultServer
 from redis_sessions import (
     ErrorCode,
+    MemoryResponseSessionStore,
     RedisResponseSessionStore,
     RedisSession,
     SessionError,
@@ -186,3 +188,17 @@ def test_every_constructor_builds_or_refuses_and_what_it_builds_behaves(
     server: FaultServer, store_kw: dict[str, Any], session_id: Any, session_kw: dict[str, Any], call: Call
 ) -> None:
     run_checked(server, call, store_kw, session_id, session_kw)
+
+
+@settings(max_examples=200, deadline=None)
+@given(sessions=st.lists(records(), max_size=5) | anything)
+def test_the_memory_store_builds_from_any_sessions_or_refuses_with_a_code(sessions: Any) -> None:
+    """``MemoryResponseSessionStore(sessions)`` (GodeX's constructor) saves every one as
+    save would, or refuses with a SessionError; nothing else escapes. (Needs no server.)"""
+    try:
+        store = MemoryResponseSessionStore(sessions)
+    except SessionError:
+        return
+    for session in sessions:
+        got = asyncio.run(store.get(session.id))
+        assert got is not None and msgspec.msgpack.encode(got) == msgspec.msgpack.encode(session)
