@@ -9,7 +9,6 @@ from ..codec import decode_session
 from ..errors import ErrorCode, SessionError
 from ..models import Item, ResponseSessionSnapshot, StoredResponseSession
 
-
 TEXT_PART = {"user": "input_text", "system": "input_text", "developer": "input_text", "assistant": "output_text"}
 """The text part each message role is listed with by OpenAI's ``input_items``
 (``ResponseInputMessageItem`` for user, system and developer; an assistant
@@ -32,12 +31,11 @@ def canonical_item(item: Item) -> Item:
     their outputs, reasoning, item types this package does not know) is returned
     as it is. Items get no ``id``: OpenAI assigns those when it stores an item,
     and an input message sent to a model carries none."""
-    role = item.get("role")
-    kind = item.get("type", "message")
-    if kind != "message" or not isinstance(role, str) or role not in TEXT_PART:
-        return item
     content = item.get("content")
-    if "type" in item and not isinstance(content, str):
+    if "type" in item and (item["type"] != "message" or not isinstance(content, str)):
+        return item  # typed already (most items, every model output): checked first, it is the common case
+    role = item.get("role")
+    if not isinstance(role, str) or role not in TEXT_PART:
         return item
     shaped = {"type": "message", **item}
     if isinstance(content, str):
@@ -60,12 +58,15 @@ def turn_items(session: StoredResponseSession, *, replay_instructions: bool) -> 
     then the output, every message in the shape of :func:`canonical_item`. The shape is
     made here, at rebuild time: records keep what the caller saved, so records saved
     before this shape existed rebuild in it too."""
-    items: list[Item] = []
     request = session.request
-    if replay_instructions and request.instructions:
-        items.append(text_message("system", request.instructions))
-    items.extend(request_input_items(request.input))
-    items.extend(canonical_item(item) for item in session.response.output)
+    items = [text_message("system", request.instructions)] if replay_instructions and request.instructions else []
+    given = request.input
+    if isinstance(given, str):  # request_input_items, inlined: this runs once per turn of every resolve
+        if given:
+            items.append({"type": "message", "role": "user", "content": [{"type": "input_text", "text": given}]})
+    else:
+        items.extend([canonical_item(item) for item in given])
+    items.extend([canonical_item(item) for item in session.response.output])
     return items
 
 
