@@ -12,7 +12,10 @@ With the default prefix ``rs``::
                                               there (redis_sessions/responses/protocol.py). Once
                                               the last record is deleted, the hash keeps only
                                               this field, for 5 minutes at most
-    rs:loc:<response id>        string thread tag of a response whose id was minted
+                                       w -> when the thread was last written, server time in ms,
+                                            where it is recorded: purge --idle-older-than deletes
+                                            a thread only if its w is older than the window
+    rs:{l:<response id>}:loc    string thread tag of a response whose id was minted
                                        elsewhere (ids minted here carry it)
     rs:{s:<session id>}:items   list   an item session, whole: index 0 is its header, then its
                                        items, msgpack, oldest first. The header
@@ -37,12 +40,31 @@ purge or a slot migration (a two-key script gets ``TRYAGAIN`` while the slot
 moves; a one-key script follows ``ASK``). One key expires, is evicted, purged
 and migrated whole, and its one TTL covers everything.
 
-The braces are Redis Cluster hash tags; ids may not contain braces
-(:mod:`redis_sessions.ids`), so a caller can never move a key to another slot.
+Every key is ``<prefix>:{<tag>}:<kind>``. The braces are Redis Cluster hash
+tags; ids and prefixes may not contain braces (:mod:`redis_sessions.ids`), so a
+caller can never move a key to another slot, and the prefix of any key is
+everything before its first ``:{``. Prefixes may contain colons (the Agents
+SDK's default is ``agents:session``), yet no prefix's key can look like another
+prefix's: ``a:{...}`` and ``a:b:{...}`` differ before the first brace. The
+tag says which kind of id it holds (a thread tag is 16 hex digits, ``s:`` an
+item session, ``l:`` a locator) and the suffix says the kind again.
+
+**Layout change (locators).** Locators used to be ``<prefix>:loc:<id>``, the one
+key without braces: prefix ``t:loc``'s locator of ``x`` and prefix ``t``'s
+locator of ``loc:x`` were the same key, so a store or ``purge`` of one prefix
+could read or delete another's. Locators are now ``<prefix>:{l:<id>}:loc``
+(one hash tag per id: a locator is a key of its own anyway, never in a script
+with its thread). Locators written before stay readable until they expire: a
+lookup that misses the new key also finds the old one (both GETs go in one
+round trip, and only ids minted elsewhere have locators), where the old key can
+only be this prefix's (:meth:`KeySpace.legacy_locator`); a delete removes both.
+The CLI deletes an old locator only where it proves it is this prefix's (its
+thread exists here and holds its id); the others expire with their TTL.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -63,7 +85,15 @@ class KeySpace:
         return f"{self.prefix}:{{{thread_tag}}}:chain"
 
     def locator(self, response_id: str) -> str:
-        return f"{self.prefix}:loc:{response_id}"
+        return f"{self.prefix}:{{l:{response_id}}}:loc"
+
+    def legacy_locator(self, response_id: str) -> str | None:
+        """The locator key of the old layout, ``<prefix>:loc:<id>``, if only this prefix can
+        have written it; None when the same key is also another prefix's old locator
+        (the prefix contains ``:loc:`` or ends in ``:loc``, or the id starts with
+        ``loc:`` or contains ``:loc:``). Such keys are never read or deleted."""
+        key = f"{self.prefix}:loc:{response_id}"
+        return key if legacy_locator_owner(key) == (self.prefix, response_id) else None
 
     @staticmethod
     def data_field(response_id: str) -> str:
@@ -76,6 +106,10 @@ class KeySpace:
     OPS_FIELD: ClassVar[str] = "ops"
     """The thread's operation ring: no colon, so never a d: or p: field."""
 
+    LAST_WRITE_FIELD: ClassVar[str] = "w"
+    """When a thread was last written (server time, ms), if it records it: what
+    ``purge --idle-older-than`` judges a thread by (lua/purge_if_idle.lua)."""
+
     # -- item sessions -----------------------------------------------------
     def session_items(self, session_id: str) -> str:
         return f"{self.prefix}:{{s:{session_id}}}:items"
@@ -85,8 +119,32 @@ class KeySpace:
         return f"{self.prefix}:{{s:{session_id}}}:meta"
 
     # -- scanning (CLI) ----------------------------------------------------
-    def thread_pattern(self) -> str:
-        return f"{self.prefix}:{{*}}:chain"
+    def scan_pattern(self) -> str:
+        """SCAN MATCH for every key of this layout: ``<prefix>:{*``, glob characters of the
+        prefix escaped. No other prefix's key starts so (a prefix holds no brace)."""
+        return _glob_escape(self.prefix) + ":{*"
 
-    def session_pattern(self) -> str:
-        return f"{self.prefix}:{{s:*}}:*"
+    def legacy_scan_pattern(self) -> str:
+        """SCAN MATCH for candidates of the old locator layout; see :meth:`legacy_locator`."""
+        return _glob_escape(self.prefix) + ":loc:*"
+
+
+_LOC = ":loc:"
+_GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
+
+
+def _glob_escape(text: str) -> str:
+    return _GLOB_SPECIAL.sub(r"\\\1", text)
+
+
+def legacy_locator_owner(key: str) -> tuple[str, str] | None:
+    """(prefix, id) of an old-layout locator key, if the key parses one way only.
+
+    ``<prefix>:loc:<id>`` with no brace anywhere; a key in which ``:loc:`` occurs
+    twice (overlaps included) parses as two prefixes' locators and has no owner."""
+    if "{" in key or "}" in key:
+        return None
+    first = key.find(_LOC)
+    if first < 1 or key.find(_LOC, first + 1) >= 0 or first + len(_LOC) == len(key):
+        return None
+    return key[:first], key[first + len(_LOC):]

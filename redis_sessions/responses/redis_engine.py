@@ -8,7 +8,9 @@ commands that redis-py routes by key.
 from __future__ import annotations
 
 import functools
-from typing import Sequence
+from typing import Any, Callable, Sequence
+
+from redis.asyncio.cluster import RedisCluster
 
 from ..errors import ErrorCode, SessionError
 from ..keys import KeySpace
@@ -42,14 +44,29 @@ class RedisChainEngine:
         self._delete = script("chain_delete")
 
     async def locate(self, response_id: str, slide_ms: int) -> str | None:
-        key = self.keys.locator(response_id)
+        key, legacy = self.keys.locator(response_id), self.keys.legacy_locator(response_id)
+        client = self.link.client
         self.round_trips += 1
         async with translate_errors(f"locator {key!r}"):
-            if slide_ms > 0:
-                value = await self.link.client.getex(key, px=slide_ms)
+            if legacy is None:
+                value = await self._get(client, key, slide_ms)
+            elif isinstance(client, RedisCluster):
+                # Two slots, two nodes: the old layout's locator only on a miss.
+                value = await self._get(client, key, slide_ms)
+                if value is None:
+                    value = await self._get(client, legacy, slide_ms)
             else:
-                value = await self.link.client.get(key)
+                # The old layout's locator too, in the same request (keys.py: layout change).
+                pipe = client.pipeline(transaction=False)
+                self._get(pipe, key, slide_ms)
+                self._get(pipe, legacy, slide_ms)
+                value, old = await pipe.execute()
+                value = old if value is None else value
         return None if value is None else as_text(value)
+
+    @staticmethod
+    def _get(client: Any, key: str, slide_ms: int) -> Any:
+        return client.getex(key, px=slide_ms) if slide_ms > 0 else client.get(key)
 
     async def point(self, response_id: str, thread: str, ttl_ms: int) -> str | None:
         key = self.keys.locator(response_id)
@@ -60,16 +77,23 @@ class RedisChainEngine:
         return None if old is None else as_text(old)
 
     async def unpoint(self, response_id: str) -> None:
-        key = self.keys.locator(response_id)
-        self.round_trips += 1
-        async with translate_errors(f"locator {key!r}"):
-            await self.link.client.delete(key)
+        # execute_command: a cluster pipeline's own delete() splits keys by slot and is not queued.
+        await self._each_locator(response_id, lambda pipe, key: pipe.execute_command("DEL", key))
 
     async def touch(self, response_id: str, ttl_ms: int) -> None:
-        key = self.keys.locator(response_id)
+        await self._each_locator(response_id, lambda pipe, key: pipe.pexpire(key, ttl_ms))
+
+    async def _each_locator(self, response_id: str, queue: Callable[[Any, str], object]) -> None:
+        """One command on the locator and on the old layout's one (if this prefix can have
+        one), pipelined: one round trip, also on a cluster (two slots, sent in parallel)."""
+        keys = [self.keys.locator(response_id), self.keys.legacy_locator(response_id)]
         self.round_trips += 1
-        async with translate_errors(f"locator {key!r}"):
-            await self.link.client.pexpire(key, ttl_ms)
+        async with translate_errors(f"locator {keys[0]!r}"):
+            pipe = self.link.client.pipeline(transaction=False)
+            for key in keys:
+                if key is not None:
+                    queue(pipe, key)
+            await pipe.execute()
 
     async def save(self, thread: str, request: SaveRequest) -> tuple[str, str]:
         key = self.keys.thread(thread)
