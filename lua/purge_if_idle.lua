@@ -1,6 +1,24 @@
--- Delete KEYS[1] only if it is still idle: it has a TTL and less than ARGV[1] ms of it
--- is left. Checked and deleted in one step, so a conversation written to after the
--- purge planned its deletions is kept.
-local left = redis.call('PTTL', KEYS[1])
-if left >= 0 and left < tonumber(ARGV[1]) then return redis.call('UNLINK', KEYS[1]) end
-return 0
+-- Judge one key of a prefix by how long ago it was last written, and delete it
+-- if it is idle and ARGV[2] is '1': judged and deleted in one step, so a key
+-- written after the purge planned its deletions is kept.
+-- KEYS[1] a key of the prefix   ARGV[1] the idle window in ms   ARGV[2] '1' delete, '0' judge only
+-- Returns {verdict, idle ms}: 'idle' (deleted if asked), 'active' (last written
+-- within the window), 'unrecorded' (the key records no last write: kept), 'gone'.
+--
+-- Idle time is only ever what the key itself records: a thread hash's 'w' field,
+-- the server time in ms of its last write, against TIME on the same node. Nothing
+-- else proves a key idle: its TTL was set by whichever writer came last, with that
+-- writer's TTL; OBJECT IDLETIME is an error under an LFU policy and is not updated
+-- while a fork (BGSAVE, AOF rewrite, a replica's sync) runs, so a key written then
+-- looks as old as its previous access.
+local key = KEYS[1]
+local kind = redis.call('TYPE', key)['ok']
+if kind == 'none' then return {'gone', -1} end
+local at = nil
+if kind == 'hash' then at = tonumber(redis.call('HGET', key, 'w') or '') end
+if not at then return {'unrecorded', -1} end
+local now = redis.call('TIME')
+local idle = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) - at
+if idle <= tonumber(ARGV[1]) then return {'active', idle} end
+if ARGV[2] == '1' then redis.call('UNLINK', key) end
+return {'idle', idle}

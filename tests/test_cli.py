@@ -164,6 +164,7 @@ async def seeded(url: str) -> AsyncIterator[Seeded]:
     await session.add_items([{"type": "message", "role": "user", "content": f"item {i}"} for i in range(5)])
     await client.set(f"{prefix}:unrelated", "x")  # matches prefix:* but is not a key of the prefix
     await client.set(f"{prefix}x:{{t}}:chain", "x")  # another prefix
+    await client.set(f"{prefix}:{{x}}:future", "x")  # under prefix:{ but not a key of this layout
     yield Seeded(url, prefix, ids, foreign, session_id)
     await store.close()
 
@@ -191,7 +192,8 @@ def test_chain(seeded: Seeded) -> None:
 
 def test_items(seeded: Seeded) -> None:
     found = ok_json("items", seeded.session_id, "--limit", "2", *seeded.args())
-    assert [i["content"] for i in found] == ["item 3", "item 4"]
+    assert [i["content"] for i in found["items"]] == ["item 3", "item 4"]
+    assert found["item_count"] == 5 and found["corrupt_entries"] == 0 and 0 < found["ttl_ms"] <= 3600_000
     table = cli("items", seeded.session_id, *seeded.args())
     assert table.returncode == 0 and "item 0" in table.stdout
 
@@ -200,7 +202,8 @@ def test_stats(seeded: Seeded) -> None:
     stats = ok_json("stats", *seeded.args())
     assert stats["responses"] == 4 and stats["threads"] == 2
     assert stats["item_sessions"] == 1 and stats["items"] == 5
-    assert stats["locators"] == 1 and stats["other_keys"] == 1
+    assert stats["locators"] == 1 and stats["other_keys"] == 1  # prefix:{x}:future; never prefix:unrelated
+    assert stats["wrong_type"] == {} and stats["failed"] == {}
     assert stats["ttl"]["threads"]["<1h"] == 2 and stats["no_ttl"]["responses"] == 0
     assert stats["memory"]["estimated_bytes"] > 0
     human = cli("stats", *seeded.args())
@@ -241,38 +244,50 @@ async def test_purge_all(seeded: Seeded) -> None:
     assert result["deleted_keys"] == 5 and result["other_keys_left"] == 1
     assert result["by_kind"] == {"thread": 2, "locator": 1, "items": 1, "meta": 1}
     left = sorted(k.decode() for k in await _keys(seeded.url, f"{seeded.prefix}*"))
-    assert left == sorted([f"{seeded.prefix}:unrelated", f"{seeded.prefix}x:{{t}}:chain"])
+    assert left == sorted([f"{seeded.prefix}:unrelated", f"{seeded.prefix}x:{{t}}:chain", f"{seeded.prefix}:{{x}}:future"])
 
 
 async def test_purge_idle(seeded: Seeded) -> None:
     ks = KeySpace(seeded.prefix)
     client = client_for(seeded.url)
-    try:  # make the minted thread look idle for 50 minutes under the 1 h store TTL
-        await client.expire(ks.thread(seeded.ids[0].split("_")[1]), 600)
+    try:  # the minted thread records a last write 50 minutes ago
+        await client.hset(ks.thread(seeded.ids[0].split("_")[1]), KeySpace.LAST_WRITE_FIELD, now_ms() - 3000_000)
     finally:
         await client.aclose()
-    result = ok_json("purge", "--yes", "--idle-older-than", "1800", "--ttl", "3600", *seeded.args())
+    result = ok_json("purge", "--yes", "--idle-older-than", "1800", *seeded.args())
     assert result["by_kind"] == {"thread": 1}
+    assert result["kept_unrecorded"] == 2 and result["kept_locators"] == 1  # the foreign thread, the session
     assert_one_line_error(cli("show", seeded.ids[0], *seeded.args()))
-    assert ok_json("show", seeded.foreign, *seeded.args())["record"]["id"] == seeded.foreign  # kept: written seconds ago
+    assert ok_json("show", seeded.foreign, *seeded.args())["record"]["id"] == seeded.foreign
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 @pytest.mark.real
 async def test_purge_rechecks_idleness_when_it_deletes(redis_server: Any) -> None:
-    """A key written to between the purge's scan and its delete must be kept."""
-    from redis_sessions.cli.keyscan import pipelined
-    from redis_sessions.cli.purge import _unlink_if_idle
+    """A key written to between the purge's plan and its delete must be kept; a key
+    that records no last write is never idle, whatever its TTL."""
+    from redis_sessions.cli.keyscan import Key, pipelined
+    from redis_sessions.cli.purge import _judge
 
     client = Redis.from_url(redis_server.url)
-    prefix = f"idle{uuid.uuid4().hex[:8]}"
-    await client.set(f"{prefix}:idle", 1, px=100_000)
-    await client.set(f"{prefix}:fresh", 1, px=3_600_000)  # refreshed after planning
-    await client.set(f"{prefix}:forever", 1)
-    keys = [f"{prefix}:idle", f"{prefix}:fresh", f"{prefix}:forever"]
-    done = await pipelined(client, keys, _unlink_if_idle(1_800_000), 1)
-    assert [d[0] for d in done] == [1, 0, 0]
-    assert await client.exists(*keys) == 2
-    await client.delete(*keys)
+    ks = KeySpace(f"idle{uuid.uuid4().hex[:8]}")
+    idle, fresh, unrecorded, string = (ks.thread(t) for t in ("a" * 16, "b" * 16, "c" * 16, "d" * 16))
+    await client.hset(idle, mapping={"d:x": 1, "w": now_ms() - 2_000_000})
+    await client.hset(fresh, mapping={"d:x": 1, "w": now_ms()})  # written after planning
+    await client.hset(unrecorded, "d:x", 1)
+    await client.pexpire(unrecorded, 1_000)  # nearly out of TTL: still not provably idle
+    await client.set(string, 1)
+    keys = [Key(k, "thread", "") for k in (idle, fresh, unrecorded, string, ks.thread("e" * 16))]
+    judged = await pipelined(client, keys, _judge(1_800_000, False), 1)
+    assert [d[0][0] for d in judged] == [b"idle", b"active", b"unrecorded", b"unrecorded", b"gone"]
+    assert await client.exists(idle) == 1  # judging deletes nothing
+    done = await pipelined(client, keys, _judge(1_800_000, True), 1)
+    assert [d[0][0] for d in done] == [b"idle", b"active", b"unrecorded", b"unrecorded", b"gone"]
+    assert await client.exists(idle, fresh, string) == 2
+    await client.delete(fresh, string, unrecorded)
     await client.aclose()
 
 

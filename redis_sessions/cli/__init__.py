@@ -2,8 +2,10 @@
 
 Every command takes ``--url`` (else ``$REDIS_SESSIONS_URL``; ``redis+cluster://``
 or ``?cluster=true`` for Redis Cluster), ``--prefix`` and ``--json``. Exit
-codes: 0 success, 1 an error (one line on stderr: ``error: <code>: <message>``),
-2 bad usage.
+codes: 0 success, 1 an error (one line on stderr: ``error: <code>: <message>``,
+or with ``--json`` ``{"error": {"code": ..., "message": ..., "type": ...}}``),
+2 bad usage (with ``--json``, the same JSON line, code ``session.input.invalid``).
+No output ever shows the URL's password (:func:`.output.redact_url`).
 """
 
 from __future__ import annotations
@@ -12,13 +14,12 @@ import argparse
 import asyncio
 import os
 import sys
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 from ..errors import ErrorCode, SessionError
 from ..keys import DEFAULT_PREFIX
-from ..responses.store import DEFAULT_TTL_SECONDS
 from . import output
-from .common import DEFAULT_URL, ENV_URL, Target, url_from
+from .common import DEFAULT_URL, ENV_URL, Target, check_server, url_from
 from .embedded import KINDS as EMBEDDED_KINDS
 from .purge import IDLE_HELP
 
@@ -37,7 +38,7 @@ examples:
   redis-sessions demo --url redis+cluster://127.0.0.1:7000 --workers 8
   redis-sessions chain resp_... --prefix rs
   redis-sessions stats --json
-  redis-sessions purge --idle-older-than 86400 --yes"""
+  redis-sessions purge --idle-older-than 2592000 --yes   (keys last written over 30 days ago)"""
 
 
 def _positive(text: str) -> int:
@@ -47,9 +48,21 @@ def _positive(text: str) -> int:
     return value
 
 
-def _common(defaults: bool) -> argparse.ArgumentParser:
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one JSON line too, when the command line asks for --json."""
+
+    json_errors = False
+
+    def error(self, message: str) -> NoReturn:
+        if _Parser.json_errors:
+            output.error(f"{self.prog}: {message}", code=ErrorCode.INPUT_INVALID.value, as_json=True)
+            sys.exit(EXIT_USAGE)
+        super().error(message)
+
+
+def _common(defaults: bool) -> _Parser:
     """--url/--prefix/--json, accepted before or after the command name."""
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = _Parser(add_help=False)
     default: Any = None if defaults else argparse.SUPPRESS
     parser.add_argument("--url", default=default, help=f"Redis URL (default: ${ENV_URL}, else {DEFAULT_URL})")
     parser.add_argument("--prefix", default=default, help=f"key prefix (default: {DEFAULT_PREFIX}; demo: a fresh demo-xxxxxx)")
@@ -59,7 +72,7 @@ def _common(defaults: bool) -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="redis-sessions", description=DESCRIPTION, epilog=EPILOG, parents=[_common(True)],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -99,8 +112,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     purge = command("purge", "delete the keys of a prefix: all, or only idle ones", PURGE_HELP)
     purge.add_argument("--idle-older-than", type=float, default=None, metavar="SECONDS", help=IDLE_HELP)
-    purge.add_argument("--ttl", type=_positive, default=DEFAULT_TTL_SECONDS,
-                       help=f"the TTL the store writes with, for --idle-older-than (default {DEFAULT_TTL_SECONDS})")
     purge.add_argument("--yes", action="store_true", help="do not ask; required when stdin is not a terminal")
     return parser
 
@@ -120,9 +131,13 @@ on a free port in a temporary folder if installed, else fakeredis's TCP server
 
 PURGE_HELP = """\
 Delete the keys of --prefix: threads, item sessions and locators, found with
-SCAN on every primary. Only keys this prefix's key layout builds are deleted;
-other keys that happen to start with '<prefix>:' are left and counted. Asks
-for confirmation unless --yes, and refuses without --yes when stdin is not a
+SCAN on every primary. Every key of a prefix starts with '<prefix>:{' and no
+other prefix's does, so keys of other prefixes are never read, counted or
+deleted; keys under '<prefix>:{' that are not of this layout are left and
+counted. Locators of the old layout ('<prefix>:loc:<id>') are deleted only
+where purge proves they are this prefix's. A key that fails (NOPERM, ...) is
+counted, and purge exits 1 naming how many failed and why. Asks for
+confirmation unless --yes, and refuses without --yes when stdin is not a
 terminal."""
 
 
@@ -134,9 +149,11 @@ async def _run(args: argparse.Namespace) -> int:
     from . import inspect, purge
 
     url = url_from(args.url)
+    output.remember_secrets(url)
     if args.command == "demo":
         return await _demo(args, url)
     target = _target(args, url)
+    await check_server(target)
     if args.command == "show":
         return await inspect.show(target, args.id)
     if args.command == "chain":
@@ -148,7 +165,7 @@ async def _run(args: argparse.Namespace) -> int:
     if args.command == "delete":
         return await purge.delete(target, args.id)
     if args.command == "purge":
-        return await purge.purge(target, args.idle_older_than, args.ttl, args.yes)
+        return await purge.purge(target, args.idle_older_than, args.yes)
     raise SessionError(ErrorCode.INPUT_INVALID, f"unknown command {args.command!r}")
 
 
@@ -163,6 +180,8 @@ async def _demo(args: argparse.Namespace, url: str | None) -> int:
                            conversations=args.conversations, turns=args.turns, ttl_seconds=args.ttl,
                            seed=args.seed, json=args.json)
         result = await run_demo(opts)
+        if isinstance(result.get("url"), str):
+            result = {**result, "url": output.redact_url(result["url"])}
         if args.json:
             output.print_json(result)
         else:
@@ -172,27 +191,30 @@ async def _demo(args: argparse.Namespace, url: str | None) -> int:
     if url is not None:
         if args.embedded:
             raise SessionError(ErrorCode.INPUT_INVALID, "--embedded and --url (or $REDIS_SESSIONS_URL) exclude each other")
-        return await go(url, f"Redis at {url}")
+        await check_server(_target(args, url))
+        return await go(url, f"Redis at {output.redact_url(url)}")
     with embedded(args.embedded or "auto") as server:
         output.note(f"using {server.description}", quiet=args.json)
         return await go(server.url, server.description)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    as_json = _Parser.json_errors = "--json" in argv
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 on bad usage
     try:
         return asyncio.run(_run(args))
     except SessionError as exc:
-        output.error(f"{exc.code.value}: {exc.message}")
+        output.error(exc.message, code=exc.code.value, as_json=as_json)
     except KeyboardInterrupt:
-        output.error("interrupted")
+        output.error("interrupted", code="interrupted", as_json=as_json)
         return 130
     except BrokenPipeError:  # `| head` closed stdout: stop quietly, like other Unix tools
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except Exception as exc:  # never a traceback for a person at a terminal
-        output.error(f"internal: {type(exc).__name__}: {exc}")
+        output.error(f"{type(exc).__name__}: {exc}", code="internal", as_json=as_json)
     return EXIT_ERROR
 
 

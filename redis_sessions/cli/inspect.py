@@ -13,13 +13,14 @@ from typing import Any
 
 from ..codec import to_builtins
 from ..errors import ErrorCode, SessionError
+from ..ids import validate_id
 from ..keys import KeySpace
 from ..models import StoredResponseSession
-from ..redis_client import close_client, translate_errors
+from ..redis_client import as_text, close_client, translate_errors
 from ..scripts import script
 from . import output
 from .common import Target, require_items, thread_key
-from .keyscan import KeyKinds, dbsize, pipelined, primaries, scan_all
+from .keyscan import Failures, Key, KeyKinds, dbsize, pipelined, primaries, prove_legacy, scan_all
 
 TTL_BUCKETS: tuple[tuple[str, float], ...] = (
     ("<1h", 3600), ("<1d", 86400), ("<7d", 7 * 86400), ("<30d", 30 * 86400), (">=30d", float("inf")),
@@ -101,28 +102,50 @@ async def chain(target: Target, response_id: str, max_depth: int | None, include
 
 # -- items -----------------------------------------------------------------
 async def items(target: Target, session_id: str, limit: int | None) -> int:
+    """The session's items as ``get_items`` returns them, plus what it skips: entries
+    that do not decode are counted and reported, and a key of another Redis type is
+    an error naming the type."""
     module = require_items()
+    key = target.keys.session_items(validate_id(session_id, "session id"))
     client = target.client()
     try:
+        async with translate_errors(f"item session {key!r}"):
+            kind = as_text(await client.type(key))
+            pttl = int(await client.pttl(key))
+        if kind not in ("list", "none"):
+            raise SessionError(ErrorCode.RECORD_CORRUPT, f"{key!r} holds a Redis {kind}, not an item session (a list)")
         session = module.RedisSession(session_id, client=client, key_prefix=target.prefix)
-        found: list[dict[str, Any]] = await session.get_items(limit=limit)
+        snap = await session.snapshot()
         await session.close()
     finally:
         await close_client(client)
+    found: list[dict[str, Any]] = list(snap.items)
+    corrupt = snap.count - len(found)
+    shown = found if limit is None else found[-limit:]
     if target.json:
-        output.print_json(found)
+        output.print_json({"session_id": session_id, "key": key, "items": shown, "item_count": len(found),
+                           "corrupt_entries": corrupt, "ttl_ms": pttl if pttl >= 0 else None, "exists": kind == "list"})
         return 0
-    if not found:
-        print(f"item session {session_id!r} has no items (empty, expired or never created)")
-        return 0
-    rows = [[i + 1, item.get("type", "-"), item.get("role", "-"), output.preview(item, 70)] for i, item in enumerate(found)]
-    output.table(["#", "type", "role", "content"], rows)
+    if shown:
+        first = len(found) - len(shown) + 1
+        rows = [[first + i, item.get("type", "-"), item.get("role", "-"), output.preview(item, 70)]
+                for i, item in enumerate(shown)]
+        output.table(["#", "type", "role", "content"], rows)
+    elif kind == "none":
+        print(f"item session {session_id!r} does not exist (expired, deleted or never created)")
+    elif not corrupt:
+        print(f"item session {session_id!r} has no items")
+    if corrupt and found:
+        print(f"\n{corrupt} of {snap.count} stored entries of item session {session_id!r} do not decode "
+              "(corrupt): get_items skips them")
+    elif corrupt:
+        print(f"item session {session_id!r} holds {corrupt} entries and none of them decodes (corrupt): "
+              "get_items returns nothing")
     return 0
 
 
 # -- stats -----------------------------------------------------------------
-def _second_command(kind: str) -> str:
-    return {"thread": "hlen", "meta": "hlen", "locator": "strlen"}.get(kind, "type")
+EXPECTED_TYPE = {"thread": "hash", "meta": "hash", "items": "list", "locator": "string", "legacy_locator": "string"}
 
 
 def _count_items(pipe: Any, key: str) -> None:
@@ -131,37 +154,50 @@ def _count_items(pipe: Any, key: str) -> None:
     pipe.execute_command("EVAL", script("items_count").source, 1, key)
 
 
+def _queue_facts(pipe: Any, key: Key) -> None:
+    """TYPE and PTTL of every key; a thread's field count and whether it has the
+    two fields that are not records; an item session's entry count."""
+    pipe.type(key.name)
+    pipe.pttl(key.name)
+    if key.kind == "thread":
+        pipe.hlen(key.name)
+        pipe.hexists(key.name, KeySpace.OPS_FIELD)
+        pipe.hexists(key.name, KeySpace.LAST_WRITE_FIELD)
+    elif key.kind == "items":
+        _count_items(pipe, key.name)
+
+
+def _fact_count(key: Key) -> int:
+    return {"thread": 5, "items": 3}.get(key.kind, 2)
+
+
 async def stats(target: Target, sample: int) -> int:
     client = target.client()
     kinds = KeyKinds(target.keys)
     show_progress = not target.json
+    failures = Failures()
     try:
         nodes = await primaries(client)
         total_keys = sum([await dbsize(client, n) for n in nodes])
         with output.Progress("scanning", enabled=show_progress) as bar:
             found = await scan_all(client, kinds, lambda i, n, f: bar.update(f, f"node {i + 1}/{n}"))
-        kind_of = {key: kind for key, kind, _ in found}
-        keys = list(kind_of)
-
-        def queue(pipe: Any, key: str) -> None:
-            pipe.pttl(key)
-            if kind_of[key] == "items":
-                _count_items(pipe, key)
-            else:
-                getattr(pipe, _second_command(kind_of[key]))(key)
-
+        legacy = [k for k in found if k.kind == "legacy_locator"]
+        proven = {k.name for k, _ in await prove_legacy(client, target.keys, legacy, failures)}
+        keys = [k for k in found if k.kind != "legacy_locator" or k.name in proven]
         with output.Progress("reading", len(keys), enabled=show_progress) as bar:
-            facts = await pipelined(client, keys, queue, 2, bar.advance, "stats")
+            facts = await pipelined(client, keys, _queue_facts, _fact_count, bar.advance, "stats")
         sampled = random.Random(0).sample(keys, min(sample, len(keys))) if sample > 0 else []
         with output.Progress("sizing", len(sampled), enabled=show_progress) as bar:
-            usage = await pipelined(client, sampled, lambda p, k: p.memory_usage(k), 1, bar.advance, "MEMORY USAGE")
+            usage = await pipelined(client, sampled, lambda p, k: p.memory_usage(k.name), 1, bar.advance, "MEMORY USAGE")
     finally:
         await close_client(client)
-    report = _summarise(target, found, facts, dict(zip(sampled, (u[0] for u in usage))), len(nodes), total_keys)
+    sizes = {k.name: u[0] for k, u in zip(sampled, usage) if isinstance(u[0], int)}
+    report = _summarise(target, keys, facts, sizes, len(nodes), total_keys, len(legacy) - len(proven), failures)
     if target.json:
         output.print_json(report)
     else:
         _print_stats(report)
+    failures.raise_if_any("stats")
     return 0
 
 
@@ -169,63 +205,75 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) else 0
 
 
-def _summarise(target: Target, found: list[tuple[str, str, str]], facts: list[list[Any]],
-               usage: dict[str, Any], nodes: int, total_keys: int) -> dict[str, Any]:
+def _summarise(target: Target, keys: list[Key], facts: list[list[Any]], usage: dict[str, int], nodes: int,
+               total_keys: int, legacy_left: int, failures: Failures) -> dict[str, Any]:
     count: Counter[str] = Counter()
     ttl: dict[str, Counter[str]] = defaultdict(Counter)
-    sessions: set[str] = set()
-    responses = items = no_ttl_responses = 0
-    no_ttl_sessions: set[str] = set()
-    for (key, kind, ident), (pttl, second) in zip(found, facts):
-        pttl = _int(pttl) if not isinstance(pttl, Exception) else -2
-        if pttl == -2:
+    wrong: dict[str, list[str]] = defaultdict(list)
+    responses = items = no_ttl_responses = no_ttl_sessions = 0
+    measured: list[Key] = []
+    for key, (kind, pttl, *counts) in zip(keys, facts):
+        if not all(failures.check(key.name, v, "stats") for v in (kind, pttl)):
+            continue
+        kind, pttl = as_text(kind), _int(pttl)
+        if kind == "none":
             continue  # expired or deleted since the scan
-        count[kind] += 1
-        if kind == "thread":
-            n = _int(second) // 2
+        group = "locator" if key.kind == "legacy_locator" else key.kind
+        if group != "other" and kind != EXPECTED_TYPE[key.kind]:
+            wrong[group].append(f"{key.name} ({kind})")
+            continue
+        if not all(failures.check(key.name, v, "stats") for v in counts):
+            continue
+        count[group] += 1
+        measured.append(key)
+        if group == "thread":
+            fields, non_records = _int(counts[0]), _int(counts[1]) + _int(counts[2])
+            n = max(0, fields - non_records) // 2
             responses += n
             ttl["threads"][ttl_bucket(pttl)] += 1
             no_ttl_responses += n if pttl == -1 else 0
-        elif kind == "items":  # one key per session; a "meta" key is a leftover of the old layout
-            items += _int(second)
-            sessions.add(ident)
+        elif group == "items":  # one key per session; a "meta" key is a leftover of the old layout
+            items += _int(counts[0])
             ttl["item_sessions"][ttl_bucket(pttl)] += 1
-            if pttl == -1:
-                no_ttl_sessions.add(ident)
-        elif kind == "locator":
+            no_ttl_sessions += pttl == -1
+        elif group == "locator":
             ttl["locators"][ttl_bucket(pttl)] += 1
     buckets = ["none"] + [name for name, _ in TTL_BUCKETS]
     return {
-        "url": target.url,
+        "url": target.shown_url,
         "prefix": target.prefix,
         "nodes_scanned": nodes,
         "keys_in_database": total_keys,
         "keys": sum(count.values()),
         "threads": count["thread"],
         "responses": responses,
-        "responses_method": "HLEN/2 per thread: exact while every response has its d: and p: field, as saves write them",
-        "item_sessions": len(sessions),
+        "responses_method": "per thread, its fields but 'ops' and 'w', halved: exact while every response has "
+                            "its d: and p: field, as saves write them",
+        "item_sessions": count["items"],
         "items": items,
         "locators": count["locator"],
+        "old_layout_meta_keys": count["meta"],
         "other_keys": count["other"],
-        "memory": _memory(found, usage),
+        "old_locators_unproven": legacy_left,
+        "wrong_type": {group: {"count": len(names), "examples": names[:5]} for group, names in sorted(wrong.items())},
+        "memory": _memory(measured, usage),
         "ttl": {group: {b: ttl[group][b] for b in buckets} for group in ("threads", "item_sessions", "locators")},
-        "no_ttl": {"responses": no_ttl_responses, "item_sessions": len(no_ttl_sessions)},
+        "no_ttl": {"responses": no_ttl_responses, "item_sessions": no_ttl_sessions},
+        "failed": failures.as_dict(),
     }
 
 
-def _memory(found: list[tuple[str, str, str]], usage: dict[str, Any]) -> dict[str, Any]:
+def _memory(keys: list[Key], usage: dict[str, int]) -> dict[str, Any]:
     """Average MEMORY USAGE per kind over the sample, times each kind's key count: an estimate."""
     per_kind: dict[str, list[int]] = defaultdict(list)
-    kinds = {key: kind for key, kind, _ in found}
-    for key, value in usage.items():
-        if isinstance(value, int):
-            per_kind[kinds[key]].append(value)
+    for key in keys:
+        if key.name in usage:
+            per_kind[key.kind].append(usage[key.name])
     measured = [v for values in per_kind.values() for v in values]
     if not measured:
         return {"estimated_bytes": None, "sampled_keys": 0, "method": "MEMORY USAGE unavailable or no keys"}
     overall = sum(measured) / len(measured)
-    counts = Counter(kinds.values())
+    counts = Counter(key.kind for key in keys)
     estimate = sum(n * (sum(per_kind[k]) / len(per_kind[k]) if per_kind[k] else overall) for k, n in counts.items())
     return {
         "estimated_bytes": int(estimate),
@@ -238,17 +286,25 @@ def _print_stats(r: dict[str, Any]) -> None:
     mem = r["memory"]
     mem_text = "unavailable" if mem["estimated_bytes"] is None else (
         f"~{output.size(mem['estimated_bytes'])} (estimate from {mem['sampled_keys']} sampled keys)")
-    output.pairs([
+    wrong = ", ".join(f"{v['count']} {group}" for group, v in r["wrong_type"].items())
+    rows: list[tuple[str, Any]] = [
         ("prefix", f"{r['prefix']}  ({r['url']}, {r['nodes_scanned']} node(s) scanned)"),
         ("keys", f"{r['keys']} of this prefix ({r['keys_in_database']} in the database)"),
-        ("responses", f"{r['responses']} in {r['threads']} threads (HLEN/2 per thread)"),
+        ("responses", f"{r['responses']} in {r['threads']} threads"),
         ("item sessions", f"{r['item_sessions']} holding {r['items']} items"),
         ("locators", r["locators"]),
-        ("other keys", f"{r['other_keys']} (match '{r['prefix']}:*' but are not keys of this prefix)"),
+        ("other keys", f"{r['other_keys']} (under '{r['prefix']}:{{' but not keys of this layout)"),
+        ("wrong type", f"{wrong} (keys of this layout holding another Redis type)" if wrong else "none"),
         ("memory", mem_text),
         ("no TTL", f"{r['no_ttl']['responses']} responses, {r['no_ttl']['item_sessions']} item sessions"),
-    ])
+    ]
+    if r["old_layout_meta_keys"]:
+        rows.append(("old meta keys", f"{r['old_layout_meta_keys']} (the old item-session layout; purge deletes them)"))
+    output.pairs(rows)
+    for group, v in r["wrong_type"].items():
+        for example in v["examples"]:
+            print(f"  wrong type: {example}")
     print()
     buckets = list(r["ttl"]["threads"])
-    rows = [[group] + [r["ttl"][group][b] for b in buckets] for group in r["ttl"]]
-    output.table(["TTL left"] + buckets, rows)
+    rows2 = [[group] + [r["ttl"][group][b] for b in buckets] for group in r["ttl"]]
+    output.table(["TTL left"] + buckets, rows2)

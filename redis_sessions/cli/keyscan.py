@@ -1,27 +1,40 @@
 """Finding a prefix's keys on a standalone server or on every primary of a cluster.
 
-Keys are recognised by the templates :class:`~redis_sessions.keys.KeySpace`
-builds, never by a hand-written copy of the layout; a key that merely starts
-with ``<prefix>:`` but is not one of those (another prefix such as
-``<prefix>:x``, or someone else's key) is reported as ``other`` and never
-deleted.
+Every key of a prefix starts with ``<prefix>:{`` (:mod:`redis_sessions.keys`),
+and no other prefix's key does, so SCAN asks the server for exactly those: keys
+of other prefixes are never returned, read, counted or deleted. Keys are
+recognised by the templates :class:`~redis_sessions.keys.KeySpace` builds, never
+by a hand-written copy of the layout; a key under ``<prefix>:{`` that is none of
+them is reported as ``other`` and never deleted.
+
+Locators of the old layout (``<prefix>:loc:<id>``) are found by a second SCAN
+and are only *candidates*: a name that also parses as another prefix's locator
+is dropped unread, and the others count as this prefix's only once
+:func:`prove_legacy` has shown that their thread is here and holds their id.
+
+Per-key errors (``NOPERM``, ``MOVED``, ...) come back from :func:`pipelined` as
+values; :class:`Failures` counts them, and a command that met any exits 1.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import Any, AsyncIterator, Callable, Sequence, TypeVar
 
+from redis import exceptions as rx
 from redis.asyncio.cluster import RedisCluster
 
-from ..keys import KeySpace
-from ..redis_client import AnyRedis, as_text, translate_errors
+from ..errors import ErrorCode, SessionError
+from ..keys import KeySpace, legacy_locator_owner
+from ..redis_client import AnyRedis, as_text, translate, translate_errors
 
+T = TypeVar("T")
 SCAN_COUNT = 500
 BATCH = 500
 _MARK = "\x00"
-_GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
+_HEX_TAG = re.compile(r"[0-9a-f]{16}")
 
 
 def _template(built: str) -> re.Pattern[str]:
@@ -30,8 +43,19 @@ def _template(built: str) -> re.Pattern[str]:
 
 
 @dataclass(frozen=True)
+class Key:
+    """A key found by a scan: its name, its kind and the id it belongs to (the
+    thread tag, session id or response id)."""
+
+    name: str
+    kind: str
+    ident: str
+
+
+@dataclass(frozen=True)
 class KeyKinds:
-    """What each key of a prefix is: ``thread``, ``items``, ``meta``, ``locator`` or ``other``.
+    """What each key of a prefix is: ``thread``, ``items``, ``meta``, ``locator``,
+    ``legacy_locator`` (a candidate, see :func:`prove_legacy`) or ``other``.
 
     ``meta`` is the metadata hash of the old two-key item-session layout: no
     longer written or read, still recognised so that ``purge`` deletes it."""
@@ -44,23 +68,24 @@ class KeyKinds:
         patterns = (
             ("items", _template(ks.session_items(_MARK))),
             ("meta", _template(ks.session_meta(_MARK))),
-            ("thread", _template(ks.thread(_MARK))),
             ("locator", _template(ks.locator(_MARK))),
+            ("thread", _template(ks.thread(_MARK))),
         )
         object.__setattr__(self, "patterns", patterns)
 
-    @property
-    def match(self) -> str:
-        """The SCAN MATCH pattern: the prefix (glob characters escaped) and ``:*``."""
-        return _GLOB_SPECIAL.sub(r"\\\1", self.keys.prefix) + ":*"
-
-    def classify(self, key: str) -> tuple[str, str]:
-        """(kind, id): the thread tag, session id or response id the key belongs to."""
+    def classify(self, key: str) -> Key:
         for kind, pattern in self.patterns:
             found = pattern.fullmatch(key)
             if found:
-                return kind, found.group(1)
-        return "other", ""
+                return Key(key, kind, found.group(1))
+        return Key(key, "other", "")
+
+    def legacy(self, key: str) -> Key | None:
+        """A candidate old-layout locator of this prefix, or None (another prefix's, or ambiguous)."""
+        owner = legacy_locator_owner(key)
+        if owner is None or owner[0] != self.keys.prefix:
+            return None
+        return Key(key, "legacy_locator", owner[1])
 
 
 def is_cluster(client: AnyRedis) -> bool:
@@ -103,28 +128,34 @@ async def dbsize(client: AnyRedis, node: Any) -> int:
 
 async def scan_all(
     client: AnyRedis, kinds: KeyKinds, on_batch: Callable[[int, int, int], None] | None = None
-) -> list[tuple[str, str, str]]:
-    """Every key of the prefix as (key, kind, id); ``on_batch(node_index, nodes, found)`` reports progress."""
-    found: list[tuple[str, str, str]] = []
+) -> list[Key]:
+    """Every key of the prefix, and every old-layout locator candidate of it;
+    ``on_batch(node_index, nodes, found)`` reports progress."""
+    found: list[Key] = []
     nodes = await primaries(client)
     for index, node in enumerate(nodes):
-        async for batch in scan(client, kinds.match, node):
-            found.extend((key, *kinds.classify(key)) for key in batch)
+        async for batch in scan(client, kinds.keys.scan_pattern(), node):
+            found.extend(kinds.classify(key) for key in batch)
             if on_batch:
                 on_batch(index, len(nodes), len(found))
+        async for batch in scan(client, kinds.keys.legacy_scan_pattern(), node):
+            found.extend(k for k in map(kinds.legacy, batch) if k is not None)
     return found
 
 
 async def pipelined(
     client: AnyRedis,
-    keys: Sequence[str],
-    queue: Callable[[Any, str], None],
-    per_key: int,
+    keys: Sequence[T],
+    queue: Callable[[Any, T], object],
+    per_key: int | Callable[[T], int],
     on_done: Callable[[int], None] | None = None,
     where: str = "pipeline",
 ) -> list[list[Any]]:
-    """Run ``queue(pipe, key)`` for every key in pipelines of ``BATCH`` keys; one result list per key.
+    """Run ``queue(pipe, key)`` for every key in pipelines of ``BATCH`` keys; one result
+    list per key (``per_key`` replies each: a number, or a function of the key).
 
+    A command that failed leaves its exception in its place (count them with
+    :class:`Failures`); only a failure of the whole batch (the connection) raises.
     A cluster pipeline splits itself by node; nothing here sends a multi-key
     command, so keys in different slots are fine.
     """
@@ -136,9 +167,70 @@ async def pipelined(
             queue(pipe, key)
         async with translate_errors(where):
             replies = await pipe.execute(raise_on_error=False)
-        for i in range(len(chunk)):
-            results.append(list(replies[i * per_key : (i + 1) * per_key]))
+        at = 0
+        for key in chunk:
+            width = per_key if isinstance(per_key, int) else per_key(key)
+            results.append(list(replies[at : at + width]))
+            at += width
         if on_done:
             on_done(len(chunk))
     return results
 
+
+def wrong_type(value: Any) -> bool:
+    return isinstance(value, rx.ResponseError) and str(value).startswith("WRONGTYPE")
+
+
+@dataclass
+class Failures:
+    """Per-key errors, by code: a command that met any fails (exit 1) after doing the rest."""
+
+    codes: Counter[str] = field(default_factory=Counter)
+    first: dict[str, str] = field(default_factory=dict)
+
+    def check(self, key: str, value: Any, where: str) -> bool:
+        """True if ``value`` is a reply, False (and counted) if it is an error."""
+        if not isinstance(value, BaseException):
+            return True
+        error = translate(value, f"{where} {key!r}") or SessionError(ErrorCode.BACKEND_ERROR, f"{where} {key!r}: {value}")
+        self.codes[error.code.value] += 1
+        self.first.setdefault(error.code.value, error.message)
+        return False
+
+    def __len__(self) -> int:
+        return sum(self.codes.values())
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.codes)
+
+    def raise_if_any(self, command: str) -> None:
+        """``<command>: N keys failed (code)``, coded with the most frequent code."""
+        if not self.codes:
+            return
+        code, _ = self.codes.most_common(1)[0]
+        counts = ", ".join(f"{n} {c}" for c, n in self.codes.most_common())
+        raise SessionError(ErrorCode(code), f"{command}: {len(self)} keys failed ({counts}); first: {self.first[code]}")
+
+
+async def prove_legacy(client: AnyRedis, keys: KeySpace, candidates: Sequence[Key], failures: Failures,
+                       on_done: Callable[[int], None] | None = None) -> list[tuple[Key, str]]:
+    """The old-layout locators that are provably this prefix's, with their thread tag:
+    the value is a thread tag, and that thread of this prefix holds the locator's id.
+    The others (another program's key, a thread that is gone) are left alone."""
+    values = await pipelined(client, candidates, lambda p, k: p.get(k.name), 1, on_done, "old locators")
+    pointed: list[tuple[Key, str]] = []
+    for key, (value,) in zip(candidates, values):
+        if value is None or wrong_type(value) or not failures.check(key.name, value, "GET"):
+            continue
+        tag = as_text(value)
+        if _HEX_TAG.fullmatch(tag):
+            pointed.append((key, tag))
+    held = await pipelined(client, pointed, lambda p, kt: p.hexists(keys.thread(kt[1]), keys.data_field(kt[0].ident)),
+                           1, None, "HEXISTS")
+    proven: list[tuple[Key, str]] = []
+    for (key, tag), (reply,) in zip(pointed, held):
+        if wrong_type(reply) or not failures.check(keys.thread(tag), reply, "HEXISTS"):
+            continue
+        if reply:
+            proven.append((key, tag))
+    return proven

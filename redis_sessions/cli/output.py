@@ -3,15 +3,21 @@
 No dependency: a table is padded columns, a progress bar is one line rewritten
 with ``\\r``. Progress is drawn only when stderr is a terminal and the output is
 not ``--json``, so pipes and scripts never see it.
+
+Credentials never reach the output: every URL shown goes through
+:func:`redact_url`, and every line written to stderr (errors, notes, the purge
+prompt) has the secrets of the URL in use (:func:`remember_secrets`) replaced.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from datetime import datetime, timezone
 from typing import Any, Sequence, TextIO
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from ..codec import to_builtins
 
@@ -100,14 +106,79 @@ def pairs(rows: Sequence[tuple[str, Any]], out: TextIO | None = None) -> None:
         print(f"{key.ljust(width)}  {value}", file=out)
 
 
-def error(message: str) -> None:
-    """The one line an error prints: never more, never a traceback."""
-    print(f"error: {' '.join(str(message).split())}", file=sys.stderr)
+# -- credentials -------------------------------------------------------------
+REDACTED = "***"
+_SECRET_PARAM = re.compile(r"pass|secret|token|auth", re.I)
+_USERINFO = re.compile(r"(//)[^/@?#]*@")
+_secrets: set[str] = set()
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password (``user:password@``, ``:password@``) and any
+    ``password=``-like query value replaced by ``***``; the user name is kept.
+    Use it for every URL the CLI prints."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, host = netloc.rsplit("@", 1)
+            user = userinfo.split(":", 1)[0] if ":" in userinfo else userinfo
+            netloc = f"{user}:{REDACTED}@{host}" if ":" in userinfo else f"{user}@{host}"
+        query = "&".join(
+            f"{quote(k, safe='')}={REDACTED if _SECRET_PARAM.search(k) else quote(v, safe='')}"
+            for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        )
+        if "://" not in url:
+            return parts._replace(netloc=netloc, query=query).geturl()
+        text = f"{parts.scheme}://{netloc}{parts.path}"
+        return text + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
+    except ValueError:  # not parsable as a URL: drop anything that could be user info
+        return _USERINFO.sub(rf"\1{REDACTED}@", url)
+
+
+def remember_secrets(url: str | None) -> None:
+    """Note the password and secret query values of ``url`` (as written and decoded),
+    so that :func:`scrub` removes them from any message, whoever wrote it."""
+    if not url:
+        return
+    try:
+        parts = urlsplit(url)
+        found = [parts.password or ""] + [v for k, v in parse_qsl(parts.query) if _SECRET_PARAM.search(k)]
+        userinfo = parts.netloc.rsplit("@", 1)[0] if "@" in parts.netloc else ""
+        found.append(userinfo.split(":", 1)[1] if ":" in userinfo else "")
+    except ValueError:
+        found = [m.group(0)[2:-1] for m in _USERINFO.finditer(url)]
+    for secret in found:
+        for form in (secret, unquote(secret)):
+            if len(form) >= 3:  # "***" itself, or a one-letter password, would blank out ordinary text
+                _secrets.add(form)
+    _secrets.add(url)
+
+
+def scrub(text: str) -> str:
+    """``text`` with every remembered secret (and the whole URL it came in) replaced."""
+    for secret in sorted(_secrets, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, redact_url(secret) if "://" in secret else REDACTED)
+    return text
+
+
+# -- errors and notes ---------------------------------------------------------
+def error(message: str, *, code: str | None = None, as_json: bool = False) -> None:
+    """The one line an error prints on stderr: never more, never a traceback, never a
+    secret. With ``as_json`` it is ``{"error": {"code", "message", "type"}}`` (the
+    shape of ``SessionError.to_dict()``), else ``error: <code>: <message>``."""
+    text = scrub(" ".join(str(message).split()))
+    if as_json:
+        body = {"error": {"code": code or "internal", "message": text, "type": "session_error"}}
+        print(json.dumps(body, ensure_ascii=False), file=sys.stderr)
+    else:
+        print(f"error: {code}: {text}" if code else f"error: {text}", file=sys.stderr)
 
 
 def note(message: str, *, quiet: bool = False) -> None:
     if not quiet:
-        print(message, file=sys.stderr)
+        print(scrub(message), file=sys.stderr)
 
 
 class Progress:

@@ -1,32 +1,48 @@
 """Destructive commands: ``delete`` (one response, through the store) and ``purge``.
 
 ``purge`` deletes only keys that :class:`~redis_sessions.keys.KeySpace` builds
-for the given prefix (threads, item sessions, locators); anything else that
-happens to match ``<prefix>:*`` is left alone and reported.
+for the given prefix (threads, item sessions, locators, and old-layout locators
+it proves are this prefix's); anything else under ``<prefix>:{`` is left alone
+and reported. Keys of other prefixes are never seen (:mod:`.keyscan`).
+
+With ``--idle-older-than`` a key is deleted only if it records when it was last
+written and that was longer ago than the window, judged and deleted in one step
+on the server (``lua/purge_if_idle.lua``), so nothing written within the window
+is ever deleted. A locator goes only once its thread is gone, and is put back
+if a save brought the record back meanwhile.
+
+Every per-key error is counted: the command does what it can, reports, and
+exits 1 with ``purge: N keys failed (<code>)``.
 """
 
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import ErrorCode, SessionError
-from ..redis_client import AnyRedis, close_client
+from ..keys import KeySpace
+from ..redis_client import AnyRedis, as_text, close_client
 from ..scripts import script
 from . import output
 from .common import Target
-from .keyscan import KeyKinds, pipelined, scan_all
+from .keyscan import Failures, Key, KeyKinds, pipelined, prove_legacy, scan_all, wrong_type
+
+DATA_KINDS = ("thread", "items", "meta")
+LOCATOR_KINDS = ("locator", "legacy_locator")
 
 IDLE_HELP = """\
-Delete only threads and item sessions idle for longer than SECONDS. Idle time
-is read from the remaining TTL: every save (and, with sliding TTLs, every read)
-resets a key's TTL to the store's TTL (--ttl, default 30 days), so
-idle = TTL - PTTL is the time since the last write. Unlike OBJECT IDLETIME this
-survives restarts and failovers (TTLs are replicated and persisted), is not
-reset by this tool's own reads, and works under any maxmemory policy. Keys
-without a TTL are never idle by this rule and are kept. A locator is deleted
-with its thread, or when its thread no longer exists."""
+Delete only keys idle for longer than SECONDS: keys that record when they
+were last written (a thread hash's 'w' field, server time in ms), judged and
+deleted in one step on the server, so nothing written within the window is
+ever deleted. A key that records no last write is kept and counted: neither
+its TTL (set by whichever writer came last, with that writer's TTL) nor OBJECT
+IDLETIME (not updated while a fork saves; an error under LFU) proves a key idle,
+on every maxmemory policy. A locator is deleted once its thread is gone, and
+put back if a save brought its record back meanwhile; the locators of a kept
+thread stay."""
 
 
 async def delete(target: Target, response_id: str) -> int:
@@ -46,86 +62,99 @@ async def delete(target: Target, response_id: str) -> int:
 
 @dataclass
 class Plan:
-    victims: list[str] = field(default_factory=list)
-    kinds: dict[str, int] = field(default_factory=dict)
-    kept_no_ttl: int = 0
-    kept_active: int = 0
+    """What a purge will try to delete, and what it leaves and why."""
+
+    data: list[Key] = field(default_factory=list)
+    locators: list[tuple[Key, str]] = field(default_factory=list)  # (locator, its thread's key)
     other: int = 0
-    locators: set[str] = field(default_factory=set)
+    legacy_left: int = 0
+    kept: Counter[str] = field(default_factory=Counter)
+    failures: Failures = field(default_factory=Failures)
 
-    def add(self, key: str, kind: str) -> None:
-        if kind == "locator":
-            self.locators.add(key)
-        self.victims.append(key)
-        self.kinds[kind] = self.kinds.get(kind, 0) + 1
+    def kinds(self) -> Counter[str]:
+        counts = Counter(k.kind for k in self.data)
+        counts.update("locator" for _ in self.locators)
+        return counts
 
-
-async def _plan(client: AnyRedis, target: Target, idle_ms: int | None, ttl_ms: int, progress: bool) -> Plan:
-    kinds = KeyKinds(target.keys)
-    with output.Progress("scanning", enabled=progress) as bar:
-        found = await scan_all(client, kinds, lambda i, n, f: bar.update(f, f"node {i + 1}/{n}"))
-    plan = Plan(other=sum(1 for _, kind, _ in found if kind == "other"))
-    owned = [(key, kind, ident) for key, kind, ident in found if kind != "other"]
-    if idle_ms is None:
-        for key, kind, _ in owned:
-            plan.add(key, kind)
-        return plan
-    data = [(k, kind, ident) for k, kind, ident in owned if kind != "locator"]
-    with output.Progress("checking TTLs", len(data), enabled=progress) as bar:
-        ttls = await pipelined(client, [k for k, _, _ in data], lambda p, k: p.pttl(k), 1, bar.advance, "PTTL")
-    idle_sessions: set[str] = set()
-    for (key, kind, ident), (pttl,) in zip(data, ttls):
-        if not isinstance(pttl, int) or pttl == -2:
-            continue
-        if pttl == -1:
-            plan.kept_no_ttl += 1
-        elif ttl_ms - pttl > idle_ms:
-            plan.add(key, kind)
-            if kind != "thread":
-                idle_sessions.add(ident)
-        else:
-            plan.kept_active += 1
-    await _plan_locators(client, target, owned, plan, progress)
-    return plan
+    @property
+    def size(self) -> int:
+        return len(self.data) + len(self.locators)
 
 
-async def _plan_locators(client: AnyRedis, target: Target, owned: list[tuple[str, str, str]],
-                         plan: Plan, progress: bool) -> None:
-    """Locators go with their thread, or when the thread is gone (checked now, not at scan time)."""
-    locators = [key for key, kind, _ in owned if kind == "locator"]
-    with output.Progress("checking locators", len(locators), enabled=progress) as bar:
-        values = await pipelined(client, locators, lambda p, k: p.get(k), 1, bar.advance, "locators")
-    doomed = set(plan.victims)
-    threads = {key: target.keys.thread(v[0].decode()) for key, v in zip(locators, values) if isinstance(v[0], bytes)}
-    to_check = [t for t in threads.values() if t not in doomed]
-    exists = await pipelined(client, to_check, lambda p, k: p.exists(k), 1, None, "EXISTS")
-    alive = {t for t, (n,) in zip(to_check, exists) if n}
-    for key, thread in threads.items():
-        if thread in doomed or thread not in alive:
-            plan.add(key, "locator")
-
-
-def _unlink(pipe: Any, key: str) -> None:
-    # execute_command, not pipe.unlink: a cluster pipeline's unlink is a coroutine (multi-key aware).
-    pipe.execute_command("UNLINK", key)
-
-
-def _unlink_if_idle(max_pttl_ms: int) -> Callable[[Any, str], None]:
-    """Queue lua/purge_if_idle.lua: the TTL is checked again at delete time, atomically.
-    Sent as EVAL (a few hundred bytes) so a pipeline never meets NOSCRIPT."""
+def _judge(idle_ms: int, delete: bool) -> Callable[[Any, Key], None]:
+    """Queue lua/purge_if_idle.lua. Sent as EVAL (a few hundred bytes) so a pipeline
+    never meets NOSCRIPT."""
     source = script("purge_if_idle").source
 
-    def queue(pipe: Any, key: str) -> None:
-        pipe.execute_command("EVAL", source, 1, key, max_pttl_ms)
+    def queue(pipe: Any, key: Key) -> None:
+        pipe.execute_command("EVAL", source, 1, key.name, idle_ms, 1 if delete else 0)
 
     return queue
 
 
+def _verdict(reply: Any) -> str:
+    return as_text(reply[0]) if isinstance(reply, list) and reply else "unknown"
+
+
+async def _plan(client: AnyRedis, target: Target, idle_ms: int | None, progress: bool) -> Plan:
+    ks = target.keys
+    with output.Progress("scanning", enabled=progress) as bar:
+        found = await scan_all(client, KeyKinds(ks), lambda i, n, f: bar.update(f, f"node {i + 1}/{n}"))
+    plan = Plan(other=sum(1 for k in found if k.kind == "other"))
+    legacy = [k for k in found if k.kind == "legacy_locator"]
+    with output.Progress("checking old locators", len(legacy), enabled=progress) as bar:
+        proven = await prove_legacy(client, ks, legacy, plan.failures, bar.advance)
+    plan.legacy_left = len(legacy) - len(proven)
+    data = [k for k in found if k.kind in DATA_KINDS]
+    locators = await _locators(client, ks, [k for k in found if k.kind == "locator"], plan.failures, progress)
+    locators += [(key, ks.thread(tag)) for key, tag in proven]
+    if idle_ms is None:
+        plan.data, plan.locators = data, locators
+        return plan
+    with output.Progress("judging", len(data), enabled=progress) as bar:
+        verdicts = await pipelined(client, data, _judge(idle_ms, False), 1, bar.advance, "purge_if_idle")
+    for key, (reply,) in zip(data, verdicts):
+        if not plan.failures.check(key.name, reply, "purge_if_idle"):
+            continue
+        verdict = _verdict(reply)
+        if verdict == "idle":
+            plan.data.append(key)
+        elif verdict != "gone":
+            plan.kept[verdict] += 1
+    # A locator goes with its thread, or once its thread is gone; the others stay.
+    doomed = {k.name for k in plan.data}
+    open_threads = [thread for _, thread in locators if thread and thread not in doomed]
+    exists = dict(zip(open_threads, await pipelined(client, open_threads, lambda p, k: p.exists(k), 1, None, "EXISTS")))
+    for key, thread in locators:
+        here = exists.get(thread, [0])[0]
+        if not thread:  # a locator key holding another type: records nothing, kept
+            plan.kept["unrecorded"] += 1
+        elif thread in doomed or (plan.failures.check(thread, here, "EXISTS") and not here):
+            plan.locators.append((key, thread))
+        else:
+            plan.kept["locator_of_kept_thread"] += 1
+    return plan
+
+
+async def _locators(client: AnyRedis, ks: KeySpace, keys: list[Key], failures: Failures,
+                    progress: bool) -> list[tuple[Key, str]]:
+    """Every locator of the prefix with the key of the thread it points at."""
+    with output.Progress("reading locators", len(keys), enabled=progress) as bar:
+        values = await pipelined(client, keys, lambda p, k: p.get(k.name), 1, bar.advance, "locators")
+    out: list[tuple[Key, str]] = []
+    for key, (value,) in zip(keys, values):
+        if wrong_type(value):  # one of our keys holding something else: it still goes in a full purge
+            out.append((key, ""))
+        elif value is not None and failures.check(key.name, value, "GET"):
+            out.append((key, ks.thread(as_text(value))))
+    return out
+
+
 def _confirm(plan: Plan, target: Target) -> bool:
-    summary = ", ".join(f"{n} {kind}" for kind, n in sorted(plan.kinds.items()))
-    prompt = f"delete {len(plan.victims)} keys ({summary}) of prefix {target.prefix!r} at {target.url}? [y/N] "
+    summary = ", ".join(f"{n} {kind}" for kind, n in sorted(plan.kinds().items()))
+    prompt = f"delete {plan.size} keys ({summary}) of prefix {target.prefix!r} at {target.shown_url}? [y/N] "
     try:
-        sys.stderr.write(prompt)
+        sys.stderr.write(output.scrub(prompt))
         sys.stderr.flush()
         answer = sys.stdin.readline()
     except (EOFError, KeyboardInterrupt):
@@ -133,49 +162,125 @@ def _confirm(plan: Plan, target: Target) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-async def purge(target: Target, idle_seconds: float | None, ttl_seconds: int, yes: bool) -> int:
+def _unlink(pipe: Any, key: Key) -> None:
+    # execute_command, not pipe.unlink: a cluster pipeline's unlink is a coroutine (multi-key aware).
+    pipe.execute_command("UNLINK", key.name)
+
+
+async def _delete_data(client: AnyRedis, plan: Plan, idle_ms: int | None, bar: output.Progress) -> Counter[str]:
+    deleted: Counter[str] = Counter()
+    if idle_ms is None:
+        replies = await pipelined(client, plan.data, _unlink, 1, bar.advance, "UNLINK")
+        for key, (reply,) in zip(plan.data, replies):
+            if plan.failures.check(key.name, reply, "UNLINK") and reply:
+                deleted[key.kind] += 1
+        return deleted
+    replies = await pipelined(client, plan.data, _judge(idle_ms, True), 1, bar.advance, "purge_if_idle")
+    for key, (reply,) in zip(plan.data, replies):
+        if not plan.failures.check(key.name, reply, "purge_if_idle"):
+            continue
+        verdict = _verdict(reply)
+        if verdict == "idle":
+            deleted[key.kind] += 1
+        elif verdict != "gone":  # written since the plan: kept, with its locators
+            plan.kept[verdict] += 1
+    return deleted
+
+
+async def _delete_locators(client: AnyRedis, target: Target, plan: Plan, everything: bool,
+                           bar: output.Progress) -> int:
+    """Delete the planned locators whose thread is gone now (all of them in a full purge);
+    then look again, and put back any whose record a save brought back meanwhile."""
+    todo = plan.locators
+    if not everything:
+        threads = [thread for _, thread in todo]
+        exists = await pipelined(client, threads, lambda p, k: p.exists(k), 1, None, "EXISTS")
+        todo = []
+        for (key, thread), (here,) in zip(plan.locators, exists):
+            if not plan.failures.check(thread, here, "EXISTS"):
+                continue
+            if here:
+                plan.kept["locator_of_kept_thread"] += 1
+            else:
+                todo.append((key, thread))
+    replies = await pipelined(client, todo, lambda p, kt: _unlink(p, kt[0]), 1, bar.advance, "UNLINK")
+    gone = [(key, thread) for (key, thread), (reply,) in zip(todo, replies)
+            if plan.failures.check(key.name, reply, "UNLINK") and reply]
+    if everything:
+        return len(gone)
+    return len(gone) - await _repoint(client, target.keys, gone, plan.failures)
+
+
+async def _repoint(client: AnyRedis, ks: KeySpace, gone: list[tuple[Key, str]], failures: Failures) -> int:
+    """A save racing the purge may have put a locator's record back after the thread
+    was deleted: point its locator again (SET NX, the thread's TTL). Returns how many."""
+    def check(pipe: Any, kt: tuple[Key, str]) -> None:
+        pipe.hexists(kt[1], ks.data_field(kt[0].ident))
+        pipe.pttl(kt[1])
+
+    facts = await pipelined(client, gone, check, 2, None, "HEXISTS")
+    back = [(key, thread, pttl) for (key, thread), (held, pttl) in zip(gone, facts)
+            if failures.check(thread, held, "HEXISTS") and held and isinstance(pttl, int)]
+
+    def point(pipe: Any, item: tuple[Key, str, int]) -> None:
+        key, thread, pttl = item
+        pipe.set(ks.locator(key.ident), thread[thread.index("{") + 1 : thread.index("}")], nx=True,
+                 px=pttl if pttl > 0 else None)
+
+    replies = await pipelined(client, back, point, 1, None, "SET")
+    for (key, _, _), (reply,) in zip(back, replies):
+        failures.check(key.name, reply, "SET")
+    return len(back)
+
+
+async def purge(target: Target, idle_seconds: float | None, yes: bool) -> int:
     if not yes and not sys.stdin.isatty():
         raise SessionError(ErrorCode.INPUT_INVALID, "refusing to purge without --yes: stdin is not a terminal to confirm on")
     if idle_seconds is not None and idle_seconds < 0:
         raise SessionError(ErrorCode.INPUT_INVALID, "--idle-older-than must be zero or more seconds")
     progress = not target.json
+    idle_ms = None if idle_seconds is None else int(idle_seconds * 1000)
     client = target.client()
     try:
-        idle_ms = None if idle_seconds is None else int(idle_seconds * 1000)
-        plan = await _plan(client, target, idle_ms, ttl_seconds * 1000, progress)
-        if plan.victims and not yes and not _confirm(plan, target):
+        plan = await _plan(client, target, idle_ms, progress)
+        if plan.size and not yes and not _confirm(plan, target):
             raise SessionError(ErrorCode.INPUT_INVALID, "purge cancelled; nothing was deleted")
-        with output.Progress("deleting", len(plan.victims), enabled=progress) as bar:
-            if idle_ms is None:
-                done = await pipelined(client, plan.victims, _unlink, 1, bar.advance, "UNLINK")
-            else:
-                data = [k for k in plan.victims if k not in plan.locators]
-                done = await pipelined(client, data, _unlink_if_idle(ttl_seconds * 1000 - idle_ms), 1,
-                                       bar.advance, "purge_if_idle")
-                done += await pipelined(client, sorted(plan.locators), _unlink, 1, bar.advance, "UNLINK")
+        with output.Progress("deleting", plan.size, enabled=progress) as bar:
+            deleted = await _delete_data(client, plan, idle_ms, bar)
+            locators = await _delete_locators(client, target, plan, idle_ms is None, bar)
     finally:
         await close_client(client)
-    deleted = sum(r[0] for r in done if isinstance(r[0], int))
+    if locators:
+        deleted["locator"] = locators
     _report(target, plan, deleted, idle_seconds)
+    plan.failures.raise_if_any("purge")
     return 0
 
 
-def _report(target: Target, plan: Plan, deleted: int, idle_seconds: float | None) -> None:
+def _report(target: Target, plan: Plan, deleted: Counter[str], idle_seconds: float | None) -> None:
     result: dict[str, Any] = {
         "prefix": target.prefix,
-        "deleted_keys": deleted,
-        "by_kind": plan.kinds,
-        "kept_active": plan.kept_active,
-        "kept_no_ttl": plan.kept_no_ttl,
+        "url": target.shown_url,
+        "deleted_keys": sum(deleted.values()),
+        "by_kind": dict(deleted),
+        "kept_active": plan.kept["active"],
+        "kept_unrecorded": plan.kept["unrecorded"],
+        "kept_locators": plan.kept["locator_of_kept_thread"],
         "other_keys_left": plan.other,
+        "old_locators_left": plan.legacy_left,
+        "failed": plan.failures.as_dict(),
         "idle_older_than": idle_seconds,
     }
     if target.json:
         output.print_json(result)
         return
-    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(plan.kinds.items())) or "nothing"
-    print(f"deleted {deleted} keys of prefix {target.prefix!r} ({kinds})")
+    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(deleted.items())) or "nothing"
+    print(f"deleted {result['deleted_keys']} keys of prefix {target.prefix!r} ({kinds})")
     if idle_seconds is not None:
-        print(f"kept {plan.kept_active} active keys and {plan.kept_no_ttl} keys without a TTL")
+        print(f"kept {plan.kept['active']} keys written within the last {idle_seconds:g} s, "
+              f"{plan.kept['unrecorded']} that record no last write, and the "
+              f"{plan.kept['locator_of_kept_thread']} locators of kept threads")
     if plan.other:
-        print(f"left {plan.other} keys that match '{target.prefix}:*' but are not keys of this prefix")
+        print(f"left {plan.other} keys under '{target.prefix}:{{' that are not keys of this layout")
+    if plan.legacy_left:
+        print(f"left {plan.legacy_left} old-layout locators not proven to be this prefix's (they expire with their TTL)")
