@@ -148,7 +148,9 @@ async def test_nothing_written_within_the_idle_window_is_deleted(url: str) -> No
     before = await all_values(url, f"{prefix}:*")
     result, _ = run_json("purge", "--idle-older-than", "3600", "--yes", "--url", url, "--prefix", prefix)
     assert result["deleted_keys"] == 0 and result["by_kind"] == {}
-    assert result["kept_active"] == 1 and result["kept_unrecorded"] == 2 and result["kept_locators"] == 2
+    # the session records no write; the foreign thread records none, or one seconds ago
+    assert result["kept_active"] >= 1 and result["kept_active"] + result["kept_unrecorded"] == 3
+    assert result["kept_locators"] == 2
     assert await all_values(url, f"{prefix}:*") == before
 
 
@@ -198,7 +200,7 @@ async def test_a_purge_that_keeps_a_thread_keeps_its_locators(redis_server: Any)
     assert code == 0, err
     assert "delete 3 keys (2 locator, 1 thread)" in err
     result = json.loads(out)
-    assert result["deleted_keys"] == 0 and result["kept_active"] == 1 and result["kept_locators"] == 2
+    assert result["deleted_keys"] == 0 and result["kept_active"] >= 1 and result["kept_locators"] == 2
     for rid in ("ext-root", "ext-child"):
         shown, _ = run_json("show", rid, "--url", redis_server.url, "--prefix", prefix)
         assert shown["record"]["id"] == rid
@@ -396,3 +398,39 @@ async def test_a_standalone_url_to_a_cluster_node_is_refused(redis_cluster: Any)
         assert "session.input.invalid" in result.stderr and "redis+cluster://" in result.stderr
     assert json_error(cli("purge", "--yes", *args, "--json"))["code"] == "session.input.invalid"
     assert await all_values(redis_cluster.url, f"{prefix}:*") == before
+
+
+async def test_a_locator_is_put_back_if_a_save_lands_while_purge_deletes_it(
+        redis_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Purge sees the thread gone and deletes the locator; a save of that id lands in
+    between (its SET NX found the old locator and left it). Purge looks again and
+    points the locator back, as the store's own delete does."""
+    from redis.asyncio import Redis
+
+    from redis_sessions.cli import output, purge
+    from redis_sessions.cli.common import Target
+    from redis_sessions.cli.keyscan import Key
+
+    prefix = fresh_prefix()
+    ks = KeySpace(prefix)
+    tag = "0123456789abcdef"
+    client = Redis.from_url(redis_server.url)
+    await client.set(ks.locator("ext-x"), tag)
+    real = purge.pipelined
+
+    async def pipelined(c: Any, keys: Any, queue: Any, per_key: Any, on_done: Any = None, where: str = "") -> Any:
+        done = await real(c, keys, queue, per_key, on_done, where)
+        if where == "UNLINK":  # the racing save's script, right after the locator went
+            await client.hset(ks.thread(tag), mapping={"d:ext-x": b"r", "p:ext-x": b""})
+            await client.pexpire(ks.thread(tag), 60_000)
+        return done
+
+    monkeypatch.setattr(purge, "pipelined", pipelined)
+    plan = purge.Plan(locators=[(Key(ks.locator("ext-x"), "locator", "ext-x"), ks.thread(tag))])
+    with output.Progress("deleting", enabled=False) as bar:
+        deleted = await purge._delete_locators(client, Target(redis_server.url, prefix), plan, False, bar)
+    assert deleted == 0 and len(plan.failures) == 0
+    assert await client.get(ks.locator("ext-x")) == tag.encode()
+    assert 0 < await client.pttl(ks.locator("ext-x")) <= 60_000
+    await client.delete(ks.locator("ext-x"), ks.thread(tag))
+    await client.aclose()
