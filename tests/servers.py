@@ -99,27 +99,52 @@ class StandaloneServer:
 
 
 class ClusterServer:
-    """Three masters, no replicas, created with ``redis-cli --cluster create``."""
+    """``masters`` masters with ``replicas`` replicas each, created with ``redis-cli --cluster create``."""
 
-    def __init__(self, masters: int = 3) -> None:
+    def __init__(self, masters: int = 3, replicas: int = 0, node_timeout_ms: int = 5000) -> None:
         assert REDIS_CLI, "redis-cli is not installed"
         self.dir = tempfile.mkdtemp(prefix="rs-cluster-")
+        self.node_timeout_ms = node_timeout_ms
         self.nodes: list[RedisProcess] = []
-        for _ in range(masters):
+        for _ in range(masters * (1 + replicas)):
             port = free_port()
             node_dir = os.path.join(self.dir, str(port))
             os.makedirs(node_dir)
             node = RedisProcess(port, node_dir, ["--cluster-enabled", "yes",
                                                  "--cluster-config-file", "nodes.conf",
-                                                 "--cluster-node-timeout", "5000"])
+                                                 "--cluster-node-timeout", str(node_timeout_ms)])
             node.start()
             self.nodes.append(node)
         subprocess.run(
             [REDIS_CLI, "--cluster", "create", *[f"127.0.0.1:{n.port}" for n in self.nodes],
-             "--cluster-replicas", "0", "--cluster-yes"],
+             "--cluster-replicas", str(replicas), "--cluster-yes"],
             check=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, timeout=60,
         )
         self._wait_ok()
+        if replicas:
+            self.wait_replicas(masters * replicas)
+
+    def wait_replicas(self, count: int, seconds: float = 30) -> None:
+        """Until ``count`` replicas report their master link up."""
+        deadline = time.monotonic() + seconds
+        while sum(self.role(n) == "slave" and self.info(n).get("master_link_status") == "up" for n in self.nodes) < count:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"fewer than {count} replicas in sync")
+            time.sleep(0.1)
+
+    @staticmethod
+    def info(node: RedisProcess) -> dict[str, str]:
+        if node.proc is None or node.proc.poll() is not None:
+            return {}
+        out = subprocess.run([REDIS_CLI, "-p", str(node.port), "info", "replication"],
+                             capture_output=True, text=True, timeout=10).stdout
+        return dict(line.strip().split(":", 1) for line in out.splitlines() if ":" in line)
+
+    def role(self, node: RedisProcess) -> str:
+        return self.info(node).get("role", "down")
+
+    def masters(self) -> list[RedisProcess]:
+        return [n for n in self.nodes if self.role(n) == "master"]
 
     def _wait_ok(self) -> None:
         deadline = time.monotonic() + 30
