@@ -33,8 +33,10 @@ from servers import TlsServer
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"(?:<!--\s*test:\s*(?P<directive>[^>]*?)\s*-->\n)?```(?P<lang>python|sh)\n(?P<code>.*?)```", re.S)
 
-# The README's ACL rule set for the package's keys (README, Production).
-ACL_RULES = ("~rs:*", "+@read", "+@write", "+@scripting")
+from test_acl_measured import readme_acl_commands
+
+# The README's ACL rules for the package's keys (README, Production; measured in test_acl_measured.py).
+ACL_RULES = ("resetkeys", "~rs:*", "-@all", *(f"+{c}" for c in sorted(readme_acl_commands())))
 
 
 @dataclass(frozen=True)

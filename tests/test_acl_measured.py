@@ -1,0 +1,119 @@
+"""The ACL rules the README gives are measured, not guessed.
+
+Every operation of the package and every command of the CLI runs as a user
+that may run any command on the prefix's keys only; ``INFO commandstats``
+then says which commands they sent. A second user with exactly that command
+set (``-@all`` plus each one) must be able to run everything again, and the
+README must list exactly that set.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chains import record
+from faultservers import FaultServer
+from redis_sessions import (
+    CompactionSession,
+    RedisResponseSessionStore,
+    RedisSession,
+    new_response_id,
+)
+
+pytestmark = pytest.mark.real
+
+ROOT = Path(__file__).resolve().parent.parent
+PREFIX = "rs"
+# Sent by the admin steps of this test, or by redis-py when it connects, not by the package.
+NOT_THE_PACKAGES = {"config|resetstat", "acl|setuser", "script|flush", "client|setinfo", "auth", "hello"}
+
+
+async def every_operation(url: str) -> None:
+    store = RedisResponseSessionStore.from_url(url, key_prefix=PREFIX, sliding_ttl=True)
+    root = new_response_id()
+    await store.save(record(root))
+    child = await store.new_response_id(root)
+    await store.save(record(child, root), expected_previous_response_id=root)
+    await store.save(record("ext-acl-1"))  # a foreign id: a locator
+    await store.save(record("ext-acl-2", "ext-acl-1"), expected_previous_response_id="ext-acl-1")
+    assert (await store.get("ext-acl-2")) is not None and (await store.get(child)) is not None
+    assert len((await store.resolve_chain(child)).sessions) == 2
+    assert len((await store.resolve_chain("ext-acl-2")).sessions) == 2
+    assert await store.delete("ext-acl-2") and await store.delete(child)
+    await store.close()
+
+    session = RedisSession.from_url("acl-items", url=url, key_prefix=PREFIX, sliding_ttl=True)
+    await session.add_items([{"role": "user", "content": f"m{i}"} for i in range(12)])
+    assert len(await session.get_items()) == 12 and len(await session.get_items(limit=3)) == 3
+    assert (await session.pop_item()) is not None
+
+    async def summarize(items):  # type: ignore[no-untyped-def]
+        return [{"role": "assistant", "content": f"summary of {len(items)}"}]
+
+    compacting = CompactionSession(session, summarize)
+    await compacting.run_compaction({"force": True})
+    fork = await session.fork("acl-items-fork")
+    assert await fork.get_items()
+    await session.clear_session()
+    await session.close()
+
+
+def every_cli_command(url: str, response_id: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REDIS_SESSIONS_")}
+    commands = [
+        ["show", response_id], ["chain", response_id], ["items", "acl-items-fork"], ["stats"],
+        ["purge", "--idle-older-than", "3600", "--yes"], ["delete", response_id], ["purge", "--yes"],
+    ]
+    for args in commands:
+        out = subprocess.run([sys.executable, "-m", "redis_sessions", "--url", url, "--prefix", PREFIX, *args],
+                             capture_output=True, text=True, timeout=60, env=env)
+        assert out.returncode == 0, (args, out.stdout, out.stderr)
+
+
+async def run_everything(server: FaultServer, user: str, password: str) -> None:
+    with server.admin() as admin:
+        admin.execute_command("SCRIPT", "FLUSH")  # the first call of each script then takes the EVAL path
+    url = server.url_for(user, password)
+    await every_operation(url)
+    store = RedisResponseSessionStore.from_url(url, key_prefix=PREFIX)
+    rid = new_response_id()
+    await store.save(record(rid))
+    await store.close()
+    every_cli_command(url, rid)
+
+
+def commands_used(server: FaultServer) -> set[str]:
+    with server.admin() as admin:
+        stats = admin.info("commandstats")
+    used = {name.removeprefix("cmdstat_") for name, value in stats.items() if value.get("calls", 0)}
+    return used - NOT_THE_PACKAGES - {"info"} | ({"info"} if stats.get("cmdstat_info", {}).get("calls", 0) else set())
+
+
+def readme_acl_commands() -> set[str]:
+    readme = (ROOT / "README.md").read_text()
+    line = re.search(r"ACL SETUSER gateway on >\S+ resetkeys ~rs:\* -@all (.*)", readme)
+    assert line, "the README's ACL SETUSER line"
+    return {word[1:].lower() for word in line.group(1).split()}
+
+
+async def test_the_readme_acl_rules_are_the_measured_minimum():
+    with FaultServer() as server:
+        server.acl_user("probe", "probe-pw", f"~{PREFIX}:*", "+@all")
+        with server.admin() as admin:
+            admin.execute_command("CONFIG", "RESETSTAT")
+        await run_everything(server, "probe", "probe-pw")
+        measured = commands_used(server)
+        assert {"evalsha", "eval", "scan"} <= measured, measured
+
+        readme = readme_acl_commands()
+        assert readme == measured, f"README lists {sorted(readme)}, the package used {sorted(measured)}"
+
+        # Exactly that set is enough: every operation and command again as such a user.
+        server.acl_user("gateway", "gw-pw", f"~{PREFIX}:*", "-@all", *[f"+{c}" for c in sorted(measured)])
+        await run_everything(server, "gateway", "gw-pw")
