@@ -2,7 +2,15 @@
 
 Every failure that crosses the public API is a :class:`SessionError`; nothing
 from redis-py or msgspec escapes raw. Codes are part of the public contract:
-never rename one, only add (``tests/test_errors.py`` pins the set).
+never rename one, only add (``tests/test_errors_and_config.py`` pins the set).
+
+Some codes are also a built-in exception type, the one the OpenAI Agents SDK's
+sessions raise in the same situation, so code written against the SDK catches
+them unchanged: a bad argument (``session.input.invalid``, ``session.id.invalid``)
+is a ``TypeError`` and a ``ValueError``, an oversized item a ``ValueError``, and
+a closed session or a client from another event loop a ``RuntimeError``.
+``SessionError(code, message)`` builds the right subclass itself, so the type
+follows from the code wherever the error is raised.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ class ErrorCode(str, Enum):
     BACKEND_DENIED = "session.backend.denied"
     BACKEND_ERROR = "session.backend.error"
     CLIENT_WRONG_LOOP = "session.client.wrong_loop"
+    CLIENT_CLOSED = "session.client.closed"
     INPUT_INVALID = "session.input.invalid"
 
     def __str__(self) -> str:
@@ -46,17 +55,32 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.BACKEND_DENIED: 500,  # NOAUTH / WRONGPASS / NOPERM: the gateway's credentials or ACL are wrong
     ErrorCode.BACKEND_ERROR: 500,  # Redis answered with an error this package does not expect
     ErrorCode.CLIENT_WRONG_LOOP: 500,  # a caller's client used from another event loop than its own
+    ErrorCode.CLIENT_CLOSED: 500,  # a session used after close() released the client it built
     ErrorCode.INPUT_INVALID: 400,
 }
 
 
 class SessionError(Exception):
-    """A failure with a stable ``code`` and the ``http_status`` a gateway should return."""
+    """A failure with a stable ``code`` and the ``http_status`` a gateway should return.
+
+    ``SessionError(code, message)`` is an instance of the subclass for ``code``
+    (see the module), so ``except SessionError`` and ``except ValueError`` (say)
+    both catch a bad argument.
+    """
+
+    def __new__(cls, code: ErrorCode, message: str) -> "SessionError":
+        if cls is SessionError:
+            cls = _SUBCLASS.get(code, SessionError)
+        return super().__new__(cls, code, message)
 
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(f"{code.value}: {message}")
         self.code = code
         self.message = message
+
+    def __reduce__(self) -> tuple[type["SessionError"], tuple[ErrorCode, str]]:
+        # Pickled (a worker process reporting to its parent) as the code and message.
+        return SessionError, (self.code, self.message)
 
     @property
     def http_status(self) -> int:
@@ -65,3 +89,26 @@ class SessionError(Exception):
     def to_dict(self) -> dict[str, object]:
         """The body a gateway can return, shaped like an OpenAI API error."""
         return {"error": {"code": self.code.value, "message": self.message, "type": "session_error"}}
+
+
+class InvalidArgumentError(SessionError, TypeError, ValueError):
+    """``session.input.invalid`` and ``session.id.invalid``: where the SDK raises a
+    ``TypeError`` (an item ``json`` cannot encode) or a ``ValueError`` (a TTL out of range)."""
+
+
+class TooLargeError(SessionError, ValueError):
+    """``session.record.too_large``: a value out of range, as the SDK calls one."""
+
+
+class ClientStateError(SessionError, RuntimeError):
+    """``session.client.closed`` and ``session.client.wrong_loop``: the SDK's
+    ``RuntimeError("RedisSession is closed")``, and asyncio's for a client on another loop."""
+
+
+_SUBCLASS: dict[ErrorCode, type[SessionError]] = {
+    ErrorCode.INPUT_INVALID: InvalidArgumentError,
+    ErrorCode.ID_INVALID: InvalidArgumentError,
+    ErrorCode.RECORD_TOO_LARGE: TooLargeError,
+    ErrorCode.CLIENT_CLOSED: ClientStateError,
+    ErrorCode.CLIENT_WRONG_LOOP: ClientStateError,
+}

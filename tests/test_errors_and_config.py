@@ -33,8 +33,41 @@ def test_the_set_of_error_codes_is_pinned():
         "session.backend.denied": 500,
         "session.backend.error": 500,
         "session.client.wrong_loop": 500,
+        "session.client.closed": 500,
         "session.input.invalid": 400,
     }
+
+
+# Where the Agents SDK's sessions raise a built-in type, ours is that type too.
+_ALSO = {
+    "session.input.invalid": (TypeError, ValueError),
+    "session.id.invalid": (TypeError, ValueError),
+    "session.record.too_large": (ValueError,),
+    "session.client.closed": (RuntimeError,),
+    "session.client.wrong_loop": (RuntimeError,),
+}
+
+
+@pytest.mark.parametrize("code", list(ErrorCode), ids=str)
+def test_a_code_decides_the_built_in_types_of_its_error(code):
+    import pickle
+
+    err = SessionError(code, "message")
+    builtins = (TypeError, ValueError, RuntimeError)
+    assert {t for t in builtins if isinstance(err, t)} == set(_ALSO.get(code.value, ()))
+    assert isinstance(err, SessionError) and err.code is code and err.http_status == redis_sessions.errors.HTTP_STATUS[code]
+    assert str(err) == f"{code.value}: message"
+    copy = pickle.loads(pickle.dumps(err))  # a worker process reporting an error to its parent
+    assert type(copy) is type(err) and copy.code is code and copy.message == "message"
+
+
+def test_except_session_error_still_catches_the_typed_ones():
+    with pytest.raises(SessionError):
+        raise SessionError(ErrorCode.INPUT_INVALID, "bad")
+    with pytest.raises(ValueError):
+        raise SessionError(ErrorCode.INPUT_INVALID, "bad")
+    with pytest.raises(RuntimeError, match="closed"):
+        raise SessionError(ErrorCode.CLIENT_CLOSED, "RedisSession is closed")
 
 
 def test_a_session_error_carries_code_status_and_a_body():
