@@ -134,7 +134,7 @@ async def test_session_settings_limit(backend: Backend, read_path: str) -> None:
     d = make(backend, session_settings={"limit": 2})
     assert isinstance(d.session_settings, SessionSettings)
     assert texts(await d.get_items()) == ["m3", "m4"]
-    assert make(backend, "s2").session_settings is None
+    assert make(backend, "s2").session_settings == SessionSettings()  # the SDK's default
 
 
 async def test_stored_state_cannot_be_mutated_through_objects(backend: Backend, read_path: str) -> None:
@@ -182,7 +182,7 @@ async def test_large_batch_is_one_atomic_add(backend: Backend) -> None:
 
 
 async def test_pop_until_empty(backend: Backend) -> None:
-    s = make(backend)
+    s = make(backend, ttl_seconds=None)
     await s.add_items(msgs(3))
     assert (await s.pop_item() or {})["content"] == "m2"
     assert (await s.pop_item() or {})["content"] == "m1"
@@ -191,7 +191,8 @@ async def test_pop_until_empty(backend: Backend) -> None:
     assert (await s.pop_item() or {})["content"] == "m0"
     assert await s.pop_item() is None
     assert await s.get_items() == []
-    # An emptied session keeps its header (and token ring) for a while, then goes.
+    # An emptied session keeps its header (and token ring) for a while (its TTL; without
+    # one, RETAIN_MS), then goes.
     assert await prefix_keys(backend) == [key_of(backend)]
     assert 0 < await pttl(backend) <= header.RETAIN_MS
 
@@ -333,8 +334,9 @@ async def test_sliding_ttl(clocked: Backend) -> None:
     assert await s.get_items() == []
 
 
-async def test_no_ttl_means_no_expiry(clocked: Backend) -> None:
-    s = make(clocked)
+@pytest.mark.parametrize("name", ["ttl_seconds", "ttl"])
+async def test_no_ttl_means_no_expiry(clocked: Backend, name: str) -> None:
+    s = make(clocked, **{name: None})
     await s.add_items(msgs(1))
     clocked.clock.advance(10 * 365 * 86400)
     assert len(await s.get_items()) == 1
@@ -594,7 +596,7 @@ async def test_compaction_drops_corrupt_entries_it_read(backend: Backend) -> Non
 
 
 async def test_compaction_to_nothing_deletes_session(backend: Backend) -> None:
-    s = make(backend)
+    s = make(backend, ttl_seconds=None)
     await s.add_items(msgs(11))
 
     async def nothing(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -644,10 +646,11 @@ async def test_from_url_owns_its_client(real_backend: Backend) -> None:
     await s.add_items(msgs(2))
     f = await s.fork("f")
     assert texts(await make(real_backend).get_items()) == ["m0", "m1"]
-    await f.close()  # shares the client but does not own it
-    assert len(await s.get_items()) == 2
-    await s.close()
-    await s.close()
+    await f.close()  # a fork shares its parent's client: closing either closes both (on this loop)
+    for closed in (s, f):
+        with expect_error(ErrorCode.CLIENT_CLOSED):
+            await closed.get_items()
+    await s.close()  # closing again does nothing
     given = make(real_backend)
     await given.close()  # never closes a client it was given
     assert len(await given.get_items()) == 2

@@ -70,6 +70,8 @@ from ..ids import validate_id
 from ..keys import DEFAULT_PREFIX, KeySpace
 from ..models import Item
 from ..redis_client import bounded
+from ..responses.protocol import UNSET, _Unset
+from ..responses.store import DEFAULT_TTL_SECONDS
 from . import header as hd
 
 if TYPE_CHECKING:
@@ -87,6 +89,8 @@ MAX_RESTARTS = 8
 _MAP_HEADERS = frozenset(range(0x80, 0x90)) | {0xDE, 0xDF}
 
 S = TypeVar("S", bound="ItemSession")
+TTL = Union[float, None, _Unset]
+"""A TTL argument: seconds, None (never expire) or UNSET (not given: ``DEFAULT_TTL_SECONDS``)."""
 
 PopReply = Union[bytes, None, int]
 """A pop script's reply: the entry, None (nothing to pop), or 1 (dropped its limit of non-items; call again)."""
@@ -144,12 +148,29 @@ def plausible(entry: bytes) -> bool:
 
 
 def coerce_settings(settings: Union["SessionSettings", dict[str, Any], None]) -> Optional["SessionSettings"]:
-    """Accept SessionSettings or its dict form, as the SDK's own sessions do."""
+    """Accept SessionSettings or its dict form, as the SDK's own sessions do; None
+    becomes ``SessionSettings()`` (the SDK's default) when the SDK is installed."""
     if isinstance(settings, dict):
         from agents.memory.session_settings import coerce_session_settings
 
         return coerce_session_settings(settings)
+    if settings is None:
+        try:
+            from agents.memory import SessionSettings
+        except ImportError:  # the SDK is optional: without it there are no settings to default to
+            return None
+        return SessionSettings()
     return settings
+
+
+def resolve_ttl(ttl_seconds: TTL, ttl: TTL) -> tuple[Optional[float], str]:
+    """The TTL from this package's ``ttl_seconds`` or the Agents SDK's ``ttl`` (one of
+    them), and the name it came by; neither means ``DEFAULT_TTL_SECONDS``."""
+    if isinstance(ttl, _Unset):
+        return (DEFAULT_TTL_SECONDS if isinstance(ttl_seconds, _Unset) else ttl_seconds), "ttl_seconds"
+    if not isinstance(ttl_seconds, _Unset):
+        raise SessionError(ErrorCode.INPUT_INVALID, "pass ttl_seconds or ttl (the Agents SDK's name for it), not both")
+    return ttl, "ttl"
 
 
 def resolve_limit(limit: Optional[int], settings: Optional["SessionSettings"]) -> Optional[int]:
@@ -213,7 +234,15 @@ def _restless(where: str) -> SessionError:
 
 
 class ItemSession(ABC):
-    """The Agents SDK ``Session`` protocol over one backend's primitives."""
+    """The Agents SDK ``Session`` protocol over one backend's primitives.
+
+    The constructor takes the SDK's names beside this package's: ``ttl`` for
+    ``ttl_seconds`` (one or the other; given neither, ``DEFAULT_TTL_SECONDS``,
+    30 days; None: no expiry), and ``session_settings`` as ``SessionSettings``
+    or its dict form (``SessionSettings()`` when not given, as in the SDK).
+    Errors where the SDK raises ``TypeError``, ``ValueError`` or ``RuntimeError``
+    are also of that type (see :mod:`redis_sessions.errors`).
+    """
 
     session_id: str
     session_settings: Optional["SessionSettings"]
@@ -225,27 +254,41 @@ class ItemSession(ABC):
         session_id: str,
         *,
         key_prefix: str = DEFAULT_PREFIX,
-        ttl_seconds: Optional[float] = None,
+        ttl_seconds: TTL = UNSET,
+        ttl: TTL = UNSET,
         session_settings: Union["SessionSettings", dict[str, Any], None] = None,
         sliding_ttl: bool = False,
         max_item_bytes: int = MAX_ITEM_BYTES,
         max_batch_bytes: int = MAX_BATCH_BYTES,
     ) -> None:
         self.session_id = validate_id(session_id, "session id")
+        ttl_value, ttl_name = resolve_ttl(ttl_seconds, ttl)
+        self._ttl_ms = validate.ttl_ms(ttl_value, ttl_name)
         self.session_settings = coerce_settings(session_settings)
         self.key_prefix = key_prefix
-        self.ttl_seconds = ttl_seconds
+        self.ttl_seconds = ttl_value
         self.sliding_ttl = validate.flag(sliding_ttl, "sliding_ttl")
         self.max_item_bytes = validate.integer(max_item_bytes, "max_item_bytes", minimum=1, maximum=64 << 20)
         self.max_batch_bytes = validate.integer(max_batch_bytes, "max_batch_bytes", minimum=1, maximum=256 << 20)
         self._items_key = KeySpace(key_prefix).session_items(session_id)
-        self._ttl_ms = validate.ttl_ms(ttl_seconds)
         self._slide_ms = self._ttl_ms if sliding_ttl else 0
         # The last write on this object that failed or was cancelled: (operation, token, what it wrote).
         self._pending: Optional[tuple[str, bytes, object]] = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.session_id!r}, key_prefix={self.key_prefix!r})"
+
+    async def __aenter__(self: S) -> S:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Release what this session built (see the backend); a no-op here."""
+
+    def _check_open(self) -> None:
+        """Raise ``session.client.closed`` if the session was closed (a backend that can be)."""
 
     def _options(self) -> dict[str, Any]:
         """The settings a fork inherits."""
@@ -271,6 +314,7 @@ class ItemSession(ABC):
         that looked like an item fails to decode. Without a limit, one round
         trip per ``SCAN_LIMIT`` entries.
         """
+        self._check_open()
         want = resolve_limit(limit, self.session_settings)
         if want == 0:
             return []
@@ -295,6 +339,7 @@ class ItemSession(ABC):
         or braces) makes a retry from another process exactly-once too, while
         the session remembers it (the newest 16 writes; see :mod:`.header`).
         """
+        self._check_open()
         entries = encode_items(items, self.max_item_bytes, self.max_batch_bytes)
         key = None if idempotency_key is None else validate_id(idempotency_key, "idempotency key")
         if not entries:
@@ -319,6 +364,7 @@ class ItemSession(ABC):
         Exactly once under re-sends and caller retries: a re-sent or retried
         pop returns the item the first one removed, and removes nothing more.
         """
+        self._check_open()
         token = self._token("pop", None)
         while True:
             try:
@@ -344,9 +390,26 @@ class ItemSession(ABC):
         the TTL if shorter), so that a write re-sent after the clear is still
         recognised instead of landing in the cleared session.
         """
+        self._check_open()
         self._pending = None
         token = new_token()
         await self._eng_clear(token, token)
+
+    async def ping(self) -> bool:
+        """Whether the backend answers (within the time budget), as the SDK's ``ping()``:
+        False rather than an error, except on a closed session, which raises."""
+        self._check_open()
+        try:
+            await self._ping()
+        except Exception as exc:  # the SDK's contract: any failure to reach Redis is False
+            if isinstance(exc, SessionError) and exc.code is ErrorCode.CLIENT_CLOSED:
+                raise
+            return False
+        return True
+
+    @bounded
+    async def _ping(self) -> None:
+        await self._eng_ping()
 
     # -- beyond the protocol ------------------------------------------------
     @bounded
@@ -360,9 +423,11 @@ class ItemSession(ABC):
         (``session.store.conflict``) if a session with that id holds items.
         The two steps are separate because the two sessions live in different
         cluster slots: writes to this session after the read are not in the
-        fork. The fork has the same class and settings, and is independent of
-        this session afterwards.
+        fork. The fork has the same class and settings, and its items are
+        independent of this session's afterwards (a Redis fork shares this
+        session's client, and so its ``close()``).
         """
+        self._check_open()
         validate_id(new_session_id, "session id")
         validate.optional_integer(upto, "upto")
         if new_session_id == self.session_id:
@@ -385,6 +450,7 @@ class ItemSession(ABC):
     @bounded
     async def snapshot(self) -> Snapshot:
         """Every valid item plus the guard for :meth:`replace_prefix`, read consistently."""
+        self._check_open()
         raw = await self._read_all()
         items, _ = decode_entries(raw.entries, self._items_key)
         return Snapshot(items=items, count=len(raw.entries), version=raw.version,
@@ -398,6 +464,7 @@ class ItemSession(ABC):
         (no pop, clear, compaction or expiry); returns False and changes
         nothing otherwise. ``items`` are validated like :meth:`add_items`.
         """
+        self._check_open()
         if not isinstance(snapshot, Snapshot):
             raise SessionError(ErrorCode.INPUT_INVALID, f"snapshot must be a Snapshot, got {type(snapshot).__name__}")
         validate.integer(snapshot.count, "snapshot.count")
@@ -414,6 +481,34 @@ class ItemSession(ABC):
         except BaseException:
             self._pending = ("compact", token, what)
             raise
+
+    @bounded
+    async def _atomic_replace_items(self, items: list["TResponseInputItem"]) -> bool:
+        """Replace the whole history with ``items`` in one step: the hook the Agents
+        SDK's ``OpenAIResponsesCompactionSession`` calls (as on the SDK's own
+        ``RedisSession``) instead of a clear and an add with a gap between them.
+
+        Like the SDK's, False (the caller then clears and adds through the
+        subclass) when a subclass overrides a ``Session`` method, whose storage
+        this must not bypass. Items are validated before anything is written.
+        The entries read are replaced by :meth:`replace_prefix`, so an append
+        that lands meanwhile stays after ``items``; a pop, clear or compaction
+        meanwhile makes it read again (``MAX_RESTARTS`` times at most).
+        """
+        if _overrides_storage(type(self)):
+            return False
+        self._check_open()
+        encode_items(items, self.max_item_bytes, self.max_batch_bytes)
+        for _ in range(MAX_RESTARTS):
+            snapshot = await self.snapshot()
+            if not snapshot.epoch:
+                if snapshot.count:  # a list from before headers: the caller's clear and add
+                    return False
+                await self.add_items(items)  # no session: nothing to replace
+                return True
+            if await self.replace_prefix(snapshot, items):
+                return True
+        raise _restless(self._items_key)
 
     # -- reads, page by page ----------------------------------------------------
     async def _newest(self, want: int) -> list[bytes]:
@@ -482,6 +577,17 @@ class ItemSession(ABC):
 
     @abstractmethod
     async def _eng_replace_prefix(self, snapshot: Snapshot, entries: list[bytes], token: bytes) -> bool: ...
+
+    @abstractmethod
+    async def _eng_ping(self) -> None:
+        """Reach the backend once (raises if it cannot)."""
+
+
+_STORAGE_METHODS = ("get_items", "add_items", "pop_item", "clear_session")
+
+
+def _overrides_storage(cls: type[ItemSession]) -> bool:
+    return any(getattr(cls, name) is not getattr(ItemSession, name) for name in _STORAGE_METHODS)
 
 
 def _decodes(entry: bytes, where: str) -> bool:

@@ -22,8 +22,19 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 from ..clock import Clock, system_clock
 from ..errors import ErrorCode, SessionError
 from ..keys import DEFAULT_PREFIX, KeySpace
+from ..responses.protocol import UNSET
 from . import header as hd
-from .base import MAX_BATCH_BYTES, MAX_ITEM_BYTES, ItemSession, PopReply, RawSnapshot, Snapshot, TailSlice, plausible
+from .base import (
+    MAX_BATCH_BYTES,
+    MAX_ITEM_BYTES,
+    TTL,
+    ItemSession,
+    PopReply,
+    RawSnapshot,
+    Snapshot,
+    TailSlice,
+    plausible,
+)
 
 if TYPE_CHECKING:
     from agents.memory import SessionSettings
@@ -446,7 +457,9 @@ class MemorySession(ItemSession):
 
     Sessions built with the same ``store`` (the process-wide default unless
     given) and the same ``key_prefix`` and id see the same data, as they would
-    on one Redis. Every operation is atomic (one locked step).
+    on one Redis. Every operation is atomic (one locked step). ``close()``
+    has nothing to release: the session stays usable, like a RedisSession on a
+    client you gave it.
     """
 
     def __init__(
@@ -454,7 +467,8 @@ class MemorySession(ItemSession):
         session_id: str,
         *,
         key_prefix: str = DEFAULT_PREFIX,
-        ttl_seconds: Optional[float] = None,
+        ttl_seconds: TTL = UNSET,
+        ttl: TTL = UNSET,
         session_settings: Union["SessionSettings", dict[str, Any], None] = None,
         sliding_ttl: bool = False,
         max_item_bytes: int = MAX_ITEM_BYTES,
@@ -466,6 +480,7 @@ class MemorySession(ItemSession):
             session_id,
             key_prefix=key_prefix,
             ttl_seconds=ttl_seconds,
+            ttl=ttl,
             session_settings=session_settings,
             sliding_ttl=sliding_ttl,
             max_item_bytes=max_item_bytes,
@@ -478,8 +493,8 @@ class MemorySession(ItemSession):
     def _spawn(self, session_id: str) -> MemorySession:
         return MemorySession(session_id, clock=self.clock, store=self.store, **self._options())
 
-    async def close(self) -> None:
-        """Nothing to release; here so both backends can be used the same way."""
+    async def _eng_ping(self) -> None:
+        return None
 
     async def _eng_add(self, entries: list[bytes], token: bytes, epoch: bytes) -> int:
         return self.store.items_add(self._items_key, self._ttl_ms, epoch, token, entries, self.clock(), self._where)

@@ -11,36 +11,55 @@ operation that spans two sessions, hence two slots; see
 Every script is sent with ``lua/items_lib.lua`` in front of it (the header
 codec and the token ring; Redis scripts cannot load one another).
 
-The client must return bytes (the default; not ``decode_responses=True``).
+Every command asks redis-py for the reply undecoded (``NEVER_DECODE``), so a
+client made with ``decode_responses=True`` works too, through its own pool and
+connections (no second client): the session reads the same bytes either way.
+
+The constructor and ``from_url`` take the Agents SDK's ``RedisSession``
+arguments beside this package's names, and ``close()``, ``ping()`` and the
+errors behave as the SDK's do, so code written for
+``agents.extensions.memory.RedisSession`` works with only the import changed
+(``tests/sdk_upstream`` runs the SDK's own tests against this class).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import weakref
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Union, cast
 
 import msgspec
 from redis import exceptions as rx
+from redis.client import NEVER_DECODE
 from redis.utils import HIREDIS_AVAILABLE
 
 from ..errors import ErrorCode, SessionError
 from ..keys import DEFAULT_PREFIX
 from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, translate_errors
+from ..responses.protocol import UNSET
 from ..scripts import LuaScript, script
 from . import header as hd
-from .base import MAX_BATCH_BYTES, MAX_ITEM_BYTES, ItemSession, PopReply, RawSnapshot, Snapshot, TailSlice
+from .base import MAX_BATCH_BYTES, MAX_ITEM_BYTES, TTL, ItemSession, PopReply, RawSnapshot, Snapshot, TailSlice
 
 if TYPE_CHECKING:
     from agents.memory import SessionSettings
 
 
 class ItemsScript(LuaScript):
-    """An ``items_*`` script with ``lua/items_lib.lua`` in front of it (same SHA rules)."""
+    """An ``items_*`` script with ``lua/items_lib.lua`` in front of it (same SHA rules),
+    whose reply redis-py hands back undecoded whatever the client's ``decode_responses``."""
 
     def __init__(self, name: str) -> None:
         super().__init__(name)
         self.source = script("items_lib").source + "\n" + self.source
         self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
+
+    async def __call__(self, client: AnyRedis, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        try:
+            return await client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args, **{NEVER_DECODE: []})
+        except rx.NoScriptError:
+            return await client.execute_command("EVAL", self.source, len(keys), *keys, *args, **{NEVER_DECODE: []})
 
 
 _ADD = ItemsScript("items_add")
@@ -70,9 +89,12 @@ _SCRIPT_ERRORS = {"RSCORRUPT": ErrorCode.RECORD_CORRUPT, "RSFORGOTTEN": ErrorCod
 class RedisSession(ItemSession):
     """An Agents SDK session stored in Redis or Redis Cluster.
 
-    ``client`` is a redis-py asyncio ``Redis`` or ``RedisCluster``; the
-    session never closes a client it was given. ``from_url`` builds (and
-    ``close`` then closes) its own.
+    ``client`` (or ``redis_client``, the SDK's name) is a redis-py asyncio
+    ``Redis`` or ``RedisCluster``, ``decode_responses=True`` or not; the
+    session never closes a client it was given, and ``close()`` leaves it
+    usable. ``from_url`` builds its own client, one per event loop; ``close()``
+    closes the running loop's one, after which the session raises
+    ``session.client.closed`` (a ``RuntimeError``, as the SDK's does) on that loop.
     """
 
     def __init__(
@@ -80,8 +102,10 @@ class RedisSession(ItemSession):
         session_id: str,
         *,
         client: Optional[AnyRedis] = None,
+        redis_client: Optional[AnyRedis] = None,
         key_prefix: str = DEFAULT_PREFIX,
-        ttl_seconds: Optional[float] = None,
+        ttl_seconds: TTL = UNSET,
+        ttl: TTL = UNSET,
         session_settings: Union["SessionSettings", dict[str, Any], None] = None,
         sliding_ttl: bool = False,
         max_item_bytes: int = MAX_ITEM_BYTES,
@@ -89,12 +113,18 @@ class RedisSession(ItemSession):
         timeout: Optional[float] = DEFAULT_TIMEOUT,
         link: Optional[RedisLink] = None,
     ) -> None:
-        self.link = link if link is not None else RedisLink(client, timeout=timeout)
+        if redis_client is not None:
+            if client is not None:
+                raise SessionError(ErrorCode.INPUT_INVALID,
+                                   "pass client or redis_client (the Agents SDK's name for it), not both")
+            client = redis_client
+        self.link = link if link is not None else RedisLink(client, timeout=timeout, raw_replies=True)
         self.timeout = self.link.timeout
         super().__init__(
             session_id,
             key_prefix=key_prefix,
             ttl_seconds=ttl_seconds,
+            ttl=ttl,
             session_settings=session_settings,
             sliding_ttl=sliding_ttl,
             max_item_bytes=max_item_bytes,
@@ -102,6 +132,8 @@ class RedisSession(ItemSession):
         )
         self._keys = (self._items_key,)
         self._where = f"item session {session_id!r}"
+        # The event loops on which close() released the client this session built; shared with forks.
+        self._closed_on: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 
     @classmethod
     def from_url(
@@ -109,24 +141,30 @@ class RedisSession(ItemSession):
         session_id: str,
         *,
         url: str,
+        redis_kwargs: Optional[Mapping[str, Any]] = None,
+        session_settings: Union["SessionSettings", dict[str, Any], None] = None,
         cluster: Optional[bool] = None,
         key_prefix: str = DEFAULT_PREFIX,
-        ttl_seconds: Optional[float] = None,
-        session_settings: Union["SessionSettings", dict[str, Any], None] = None,
+        ttl_seconds: TTL = UNSET,
+        ttl: TTL = UNSET,
         sliding_ttl: bool = False,
         max_item_bytes: int = MAX_ITEM_BYTES,
         max_batch_bytes: int = MAX_BATCH_BYTES,
         timeout: Optional[float] = DEFAULT_TIMEOUT,
-        redis_kwargs: Optional[Mapping[str, Any]] = None,
     ) -> RedisSession:
         """A session with its own client per event loop (a cluster client for
-        ``redis+cluster://`` or ``cluster=True``); ``redis_kwargs`` go to redis-py. No I/O."""
+        ``redis+cluster://`` or ``cluster=True``); ``redis_kwargs`` go to redis-py,
+        except ``decode_responses``, which the session has no use for (it reads
+        undecoded replies either way). No I/O."""
+        if isinstance(redis_kwargs, Mapping) and "decode_responses" in redis_kwargs:
+            redis_kwargs = {k: v for k, v in redis_kwargs.items() if k != "decode_responses"}
         link = RedisLink.to_url(url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs)
         return cls(
             session_id,
             link=link,
             key_prefix=key_prefix,
             ttl_seconds=ttl_seconds,
+            ttl=ttl,
             session_settings=session_settings,
             sliding_ttl=sliding_ttl,
             max_item_bytes=max_item_bytes,
@@ -139,12 +177,25 @@ class RedisSession(ItemSession):
         return self.link.client
 
     async def close(self) -> None:
-        """Close the client if this session built it (``from_url``); otherwise do nothing."""
-        await self.link.close()
+        """Close the client this session built (``from_url``) for the running event
+        loop; the session is then closed on this loop, as the SDK's is: every call
+        raises ``session.client.closed`` (a ``RuntimeError``). A second close does
+        nothing. With a client you gave it, close() does nothing and the session
+        stays usable. A fork shares its parent's client: closing either closes both."""
+        if self.link.owns_client:
+            self._closed_on.add(asyncio.get_running_loop())
+            await self.link.close()
+
+    def _check_open(self) -> None:
+        if self._closed_on and asyncio.get_running_loop() in self._closed_on:
+            raise SessionError(ErrorCode.CLIENT_CLOSED,
+                               f"RedisSession is closed: close() released its client on this event loop ({self._where})")
 
     def _spawn(self, session_id: str) -> RedisSession:
-        # A fork shares this session's link: same client(s), same budget; closing either closes it.
-        return RedisSession(session_id, link=self.link, **self._options())
+        # A fork shares this session's link (same client(s), same budget) and so its closing.
+        fork = RedisSession(session_id, link=self.link, **self._options())
+        fork._closed_on = self._closed_on
+        return fork
 
     async def _call(self, lua: LuaScript, args: Sequence[Any]) -> Any:
         try:
@@ -172,7 +223,8 @@ class RedisSession(ItemSession):
 
     async def _lrange(self, start: int, stop: int) -> list[bytes]:
         try:
-            return cast("list[bytes]", await self.link.client.lrange(self._items_key, start, stop))
+            return cast("list[bytes]", await self.link.client.execute_command(
+                "LRANGE", self._items_key, start, stop, **{NEVER_DECODE: []}))
         except Exception:
             async with translate_errors(self._where):
                 raise
@@ -204,6 +256,13 @@ class RedisSession(ItemSession):
                     entries = entries[1:]
                 return entries
         return await super()._all_entries()
+
+    async def _eng_ping(self) -> None:
+        try:
+            await self.link.client.ping()
+        except Exception:
+            async with translate_errors(self._where):
+                raise
 
     # -- the scripts ------------------------------------------------------------
     async def _eng_add(self, entries: list[bytes], token: bytes, epoch: bytes) -> int:
