@@ -55,9 +55,11 @@ locator of ``loc:x`` were the same key, so a store or ``purge`` of one prefix
 could read or delete another's. Locators are now ``<prefix>:{l:<id>}:loc``
 (one hash tag per id: a locator is a key of its own anyway, never in a script
 with its thread). Locators written before stay readable until they expire: a
-lookup that misses the new key also finds the old one (both GETs go in one
-round trip, and only ids minted elsewhere have locators), where the old key can
-only be this prefix's (:meth:`KeySpace.legacy_locator`); a delete removes both.
+lookup that misses the new key also finds the old one (only ids minted
+elsewhere have locators: on a standalone server both GETs go in one request, on
+a cluster, where they are two slots, the old key is read only on a miss), where
+the old key can only be this prefix's (:meth:`KeySpace.legacy_locator`); a
+delete, and the refresh of a parent's locator, cover both.
 The CLI deletes an old locator only where it proves it is this prefix's (its
 thread exists here and holds its id); the others expire with their TTL.
 """
