@@ -148,19 +148,24 @@ def plausible(entry: bytes) -> bool:
 
 
 def coerce_settings(settings: Union["SessionSettings", dict[str, Any], None]) -> Optional["SessionSettings"]:
-    """Accept SessionSettings or its dict form, as the SDK's own sessions do; None
-    becomes ``SessionSettings()`` (the SDK's default) when the SDK is installed."""
+    """Accept SessionSettings or its dict form, as the SDK's own sessions do (None stays
+    None: the default, made on first access by :func:`default_settings`)."""
     if isinstance(settings, dict):
         from agents.memory.session_settings import coerce_session_settings
 
         return coerce_session_settings(settings)
-    if settings is None:
-        try:
-            from agents.memory import SessionSettings
-        except ImportError:  # the SDK is optional: without it there are no settings to default to
-            return None
-        return SessionSettings()
     return settings
+
+
+def default_settings() -> Optional["SessionSettings"]:
+    """``SessionSettings()``, the SDK's default, when the SDK is installed. Made only when
+    someone reads ``session_settings``: importing the SDK (and openai) takes seconds, which
+    a worker that never touches the SDK should not pay on its first session."""
+    try:
+        from agents.memory import SessionSettings
+    except ImportError:  # the SDK is optional: without it there are no settings to default to
+        return None
+    return SessionSettings()
 
 
 def resolve_ttl(ttl_seconds: TTL, ttl: TTL) -> tuple[Optional[float], str]:
@@ -245,7 +250,7 @@ class ItemSession(ABC):
     """
 
     session_id: str
-    session_settings: Optional["SessionSettings"]
+    _session_settings: Optional["SessionSettings"]
     timeout: Optional[float] = None
     """Seconds one call may take in total (Redis sessions; None: no budget)."""
 
@@ -264,7 +269,7 @@ class ItemSession(ABC):
         self.session_id = validate_id(session_id, "session id")
         ttl_value, ttl_name = resolve_ttl(ttl_seconds, ttl)
         self._ttl_ms = validate.ttl_ms(ttl_value, ttl_name)
-        self.session_settings = coerce_settings(session_settings)
+        self._session_settings = coerce_settings(session_settings)
         self.key_prefix = key_prefix
         self.ttl_seconds = ttl_value
         self.sliding_ttl = validate.flag(sliding_ttl, "sliding_ttl")
@@ -277,6 +282,17 @@ class ItemSession(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.session_id!r}, key_prefix={self.key_prefix!r})"
+
+    @property
+    def session_settings(self) -> Optional["SessionSettings"]:
+        """``SessionSettings`` as the SDK's sessions have them (``SessionSettings()`` by default)."""
+        if self._session_settings is None:
+            self._session_settings = default_settings()
+        return self._session_settings
+
+    @session_settings.setter
+    def session_settings(self, value: Union["SessionSettings", dict[str, Any], None]) -> None:
+        self._session_settings = coerce_settings(value)
 
     async def __aenter__(self: S) -> S:
         return self
@@ -292,7 +308,7 @@ class ItemSession(ABC):
 
     def _options(self) -> dict[str, Any]:
         """The settings a fork inherits."""
-        return dict(key_prefix=self.key_prefix, ttl_seconds=self.ttl_seconds, session_settings=self.session_settings,
+        return dict(key_prefix=self.key_prefix, ttl_seconds=self.ttl_seconds, session_settings=self._session_settings,
                     sliding_ttl=self.sliding_ttl, max_item_bytes=self.max_item_bytes,
                     max_batch_bytes=self.max_batch_bytes)
 
@@ -315,7 +331,7 @@ class ItemSession(ABC):
         trip per ``SCAN_LIMIT`` entries.
         """
         self._check_open()
-        want = resolve_limit(limit, self.session_settings)
+        want = resolve_limit(limit, self._session_settings)  # the default's limit is None: no import for it
         if want == 0:
             return []
         if want is None:
