@@ -107,7 +107,7 @@ async def main(url: str, n: int, rounds: int) -> None:
     theirs_client = Redis.from_url(url)
     prefix = f"bench{uuid.uuid4().hex[:8]}"
     ours = Side(
-        lambda sid: RedisSession(sid, client=ours_client, key_prefix=prefix),
+        lambda sid: RedisSession(sid, client=ours_client, key_prefix=prefix, ttl=None),  # as the SDK: no TTL
         lambda s: [s._items_key],  # one key per session: header and items
         ours_client,
     )

@@ -92,11 +92,18 @@ class SentinelSetup:
         return int(port)
 
     def failover(self) -> None:
-        """Promote the replica and wait until the sentinel and both servers agree."""
+        """Promote the replica and wait until the sentinel and both servers agree.
+
+        Until the old master is demoted it still accepts writes, and those are lost
+        when it resyncs from the new one (replication is asynchronous; that window is
+        what WAIT-style acknowledgement is for). The test writes only once it is over.
+        """
         command(self.sentinel_port, "SENTINEL", "FAILOVER", SERVICE)
         self._wait(lambda: self.master_port() == self.replica.port, "the sentinel did not promote the replica")
         self._wait(lambda: replication(self.replica.port).get("role") == "master",
                    "the replica did not become master")
+        self._wait(lambda: replication(self.master.port).get("role") == "slave",
+                   "the old master was not demoted")
 
     def close(self) -> None:
         stop_process(self.sentinel)
