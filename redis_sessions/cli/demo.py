@@ -477,9 +477,20 @@ def print_summary(s: dict[str, Any]) -> None:
         ("throughput", f"{s['turns_per_second']:g} turns/s ({s['seconds']:g} s)"),
         ("integrity", f"{'ok' if integrity['ok'] else 'FAILED'}: {integrity['chains_checked']} chains and "
                       f"{integrity['item_sessions_checked']} item sessions re-read and compared"),
+        ("inspect", inspect_hint(s)),
     ])
     for problem in integrity["problems"]:
         print(f"  problem: {problem}")
+
+
+def inspect_hint(s: dict[str, Any]) -> str:
+    """How to look at what the demo wrote (or why it is gone)."""
+    if str(s["backend"]).startswith("embedded"):
+        return ("the embedded server stopped with the demo: run it with --url (or REDIS_SESSIONS_URL) "
+                "to keep what it wrote and inspect it")
+    prefix = s["prefix"]
+    return (f"redis-sessions stats --prefix {prefix} (then chain ID, items SESSION_ID); "
+            f"redis-sessions purge --prefix {prefix} --yes removes it")
 
 
 def default_prefix() -> str:
