@@ -14,6 +14,7 @@ from .items import ItemSession, MemorySession, RedisSession
 from .items.base import MAX_BATCH_BYTES
 from .keys import DEFAULT_PREFIX
 from .redis_client import DEFAULT_TIMEOUT
+from .replication import DEFAULT_ACK_TIMEOUT, MAX_REPLICA_ACKS
 from .responses.store import (
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_RECORD_BYTES,
@@ -63,6 +64,10 @@ class SessionConfig(BaseSettings):
     connect_timeout_seconds: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
     """Connecting's timeout (default: as ``socket_timeout_seconds``)."""
     max_connections: Optional[int] = Field(default=None, ge=1)
+    replica_acks: int = Field(default=0, ge=0, le=MAX_REPLICA_ACKS)
+    """Replicas that must have a write before it is acknowledged (WAIT); 0: the master alone."""
+    replica_ack_timeout_seconds: float = Field(default=DEFAULT_ACK_TIMEOUT, gt=0, allow_inf_nan=False)
+    """How long a write waits for those replicas before ``session.backend.not_replicated``."""
     username: Optional[str] = None
     """An ACL user (else the URL's, else ``default``)."""
     password: Optional[SecretStr] = None
@@ -129,7 +134,8 @@ def create_response_session_store(config: SessionConfig) -> ChainStore:
         return MemoryResponseSessionStore(**options)  # type: ignore[arg-type]
     assert config.url is not None
     return RedisResponseSessionStore.from_url(config.url, cluster=config.cluster, timeout=config.timeout_seconds,
-                                              redis_kwargs=config.client_options(), **options)
+                                              redis_kwargs=config.client_options(), replica_acks=config.replica_acks,
+                                              replica_ack_timeout=config.replica_ack_timeout_seconds, **options)
 
 
 def create_item_session(config: SessionConfig, session_id: str) -> ItemSession:
@@ -143,4 +149,6 @@ def create_item_session(config: SessionConfig, session_id: str) -> ItemSession:
         return MemorySession(session_id, **options)
     assert config.url is not None
     return RedisSession.from_url(session_id, url=config.url, cluster=config.cluster,
-                                 timeout=config.timeout_seconds, redis_kwargs=config.client_options(), **options)
+                                 timeout=config.timeout_seconds, redis_kwargs=config.client_options(),
+                                 replica_acks=config.replica_acks,
+                                 replica_ack_timeout=config.replica_ack_timeout_seconds, **options)

@@ -32,6 +32,7 @@ class ErrorCode(str, Enum):
     BACKEND_FULL = "session.backend.full"
     BACKEND_DENIED = "session.backend.denied"
     BACKEND_ERROR = "session.backend.error"
+    BACKEND_NOT_REPLICATED = "session.backend.not_replicated"
     CLIENT_WRONG_LOOP = "session.client.wrong_loop"
     CLIENT_CLOSED = "session.client.closed"
     INPUT_INVALID = "session.input.invalid"
@@ -54,6 +55,8 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.BACKEND_FULL: 507,  # maxmemory reached under noeviction: not an outage, retrying will not help
     ErrorCode.BACKEND_DENIED: 500,  # NOAUTH / WRONGPASS / NOPERM: the gateway's credentials or ACL are wrong
     ErrorCode.BACKEND_ERROR: 500,  # Redis answered with an error this package does not expect
+    # replica_acks: the write is on the master, fewer replicas than asked confirmed it in time; retry is safe
+    ErrorCode.BACKEND_NOT_REPLICATED: 503,
     ErrorCode.CLIENT_WRONG_LOOP: 500,  # a caller's client used from another event loop than its own
     ErrorCode.CLIENT_CLOSED: 500,  # a session used after close() released the client it built
     ErrorCode.INPUT_INVALID: 400,

@@ -329,9 +329,10 @@ def translate(exc: BaseException, where: str) -> SessionError | None:
         return SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: Redis is unavailable: {exc}")
     if isinstance(exc, RuntimeError) and ("loop" in str(exc)):
         return SessionError(ErrorCode.CLIENT_WRONG_LOOP, f"{where}: the Redis client belongs to another event loop ({exc})")
-    if isinstance(exc, (AttributeError, IndexError, KeyError, ValueError)) and _from_redis(exc):
+    if isinstance(exc, (AttributeError, IndexError, KeyError, ValueError, RuntimeError)) and _from_redis(exc):
         # redis-py can trip over a connection torn down under it (a failover, a
-        # concurrent disconnect): that is an outage seen from here, not input.
+        # concurrent disconnect), or a pool's release listener can raise: that is
+        # an outage seen from here, not input.
         return SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: the connection failed: {type(exc).__name__}: {exc}")
     return None
 

@@ -32,6 +32,7 @@ def test_the_set_of_error_codes_is_pinned():
         "session.backend.full": 507,
         "session.backend.denied": 500,
         "session.backend.error": 500,
+        "session.backend.not_replicated": 503,
         "session.client.wrong_loop": 500,
         "session.client.closed": 500,
         "session.input.invalid": 400,

@@ -37,6 +37,7 @@ from redis.utils import HIREDIS_AVAILABLE
 from ..errors import ErrorCode, SessionError
 from ..keys import DEFAULT_PREFIX
 from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, translate_errors
+from ..replication import DEFAULT_ACK_TIMEOUT, ReplicaAcks, write_acked
 from ..responses.protocol import UNSET
 from ..scripts import LuaScript, script
 from . import header as hd
@@ -70,6 +71,8 @@ _READ = ItemsScript("items_read")
 _FORK = ItemsScript("items_fork")
 _COMPACT = ItemsScript("items_compact")
 SCRIPTS = (_ADD, _GET, _POP, _CLEAR, _READ, _FORK, _COMPACT)
+_WRITES = frozenset((_ADD, _POP, _CLEAR, _FORK, _COMPACT))
+"""The scripts that replica_acks waits for (a sliding TTL's refresh on a read is not waited for)."""
 
 # With hiredis parsing replies in C, a plain LRANGE of the newest entries beats the
 # script's packed reply (measured, get_items(limit=20): 10.4k vs 7.4k ops/s); with
@@ -112,6 +115,8 @@ class RedisSession(ItemSession):
         max_batch_bytes: int = MAX_BATCH_BYTES,
         timeout: Optional[float] = DEFAULT_TIMEOUT,
         link: Optional[RedisLink] = None,
+        replica_acks: int = 0,
+        replica_ack_timeout: float = DEFAULT_ACK_TIMEOUT,
     ) -> None:
         if redis_client is not None:
             if client is not None:
@@ -131,6 +136,7 @@ class RedisSession(ItemSession):
             max_batch_bytes=max_batch_bytes,
         )
         self._keys = (self._items_key,)
+        self._acks = ReplicaAcks.of(replica_acks, replica_ack_timeout)
         self._where = f"item session {session_id!r}"
         # The event loops on which close() released the client this session built; shared with forks.
         self._closed_on: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
@@ -151,11 +157,13 @@ class RedisSession(ItemSession):
         max_item_bytes: int = MAX_ITEM_BYTES,
         max_batch_bytes: int = MAX_BATCH_BYTES,
         timeout: Optional[float] = DEFAULT_TIMEOUT,
+        replica_acks: int = 0,
+        replica_ack_timeout: float = DEFAULT_ACK_TIMEOUT,
     ) -> RedisSession:
         """A session with its own client per event loop (a cluster client for
         ``redis+cluster://`` or ``cluster=True``); ``redis_kwargs`` go to redis-py,
         except ``decode_responses``, which the session has no use for (it reads
-        undecoded replies either way). No I/O."""
+        undecoded replies either way). ``replica_acks``: see the constructor. No I/O."""
         if isinstance(redis_kwargs, Mapping) and "decode_responses" in redis_kwargs:
             redis_kwargs = {k: v for k, v in redis_kwargs.items() if k != "decode_responses"}
         link = RedisLink.to_url(url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs)
@@ -169,6 +177,8 @@ class RedisSession(ItemSession):
             sliding_ttl=sliding_ttl,
             max_item_bytes=max_item_bytes,
             max_batch_bytes=max_batch_bytes,
+            replica_acks=replica_acks,
+            replica_ack_timeout=replica_ack_timeout,
         )
 
     @property
@@ -195,10 +205,15 @@ class RedisSession(ItemSession):
         # A fork shares this session's link (same client(s), same budget) and so its closing.
         fork = RedisSession(session_id, link=self.link, **self._options())
         fork._closed_on = self._closed_on
+        fork._acks = self._acks
         return fork
 
     async def _call(self, lua: LuaScript, args: Sequence[Any]) -> Any:
         try:
+            if self._acks is not None and lua in _WRITES:
+                keys = self._keys
+                return await write_acked(self.link.client, keys[0], ("EVALSHA", lua.sha, len(keys), *keys, *args),
+                                         self._acks, fallback=("EVAL", lua.source, len(keys), *keys, *args))
             return await lua(self.link.client, self._keys, args)
         except rx.ResponseError as exc:
             text = str(exc)

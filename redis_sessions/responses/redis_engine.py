@@ -15,7 +15,8 @@ from redis.asyncio.cluster import RedisCluster
 from ..errors import ErrorCode, SessionError
 from ..keys import KeySpace
 from ..redis_client import RedisLink, as_text, translate_errors
-from ..scripts import script
+from ..replication import ReplicaAcks, write_acked
+from ..scripts import LuaScript, script
 from .protocol import RING_ENTRIES, RING_TTL_MS, SaveRequest
 
 
@@ -35,9 +36,11 @@ def _wrong_type(key: str, kind: str) -> SessionError:
 
 
 class RedisChainEngine:
-    def __init__(self, link: RedisLink, keys: KeySpace) -> None:
+    def __init__(self, link: RedisLink, keys: KeySpace, acks: ReplicaAcks | None = None) -> None:
         self.link = link
         self.keys = keys
+        self.acks = acks
+        """``replica_acks``: the scripts' writes and the locator's SET wait for replicas (see replication)."""
         self.round_trips = 0
         self._save = script("chain_save")
         self._walk = script("chain_walk")
@@ -73,7 +76,11 @@ class RedisChainEngine:
         self.round_trips += 1
         async with translate_errors(f"locator {key!r}"):
             # SET NX GET: set if free, and tell what was there, in one command.
-            old = await self.link.client.set(key, thread, nx=True, get=True, px=ttl_ms or None)
+            if self.acks is not None:
+                command = ("SET", key, thread, "NX", "GET", *(("PX", ttl_ms) if ttl_ms else ()))
+                old = await write_acked(self.link.client, key, command, self.acks)
+            else:
+                old = await self.link.client.set(key, thread, nx=True, get=True, px=ttl_ms or None)
         return None if old is None else as_text(old)
 
     async def unpoint(self, response_id: str) -> None:
@@ -102,7 +109,7 @@ class RedisChainEngine:
                 _number(request.walk_limit), request.token, _RING]
         self.round_trips += 1
         async with translate_errors(f"thread {key!r}"):
-            result = await self._save(self.link.client, [key], args)
+            result = await self._run(self._save, key, args)
         return as_text(result[0]), as_text(result[1])
 
     async def fetch(self, thread: str, response_id: str, slide_ms: int) -> object | None:
@@ -133,10 +140,17 @@ class RedisChainEngine:
         key = self.keys.thread(thread)
         self.round_trips += 1
         async with translate_errors(f"thread {key!r}"):
-            result = await self._delete(self.link.client, [key], [response_id, token, _RING, _RING_TTL])
+            result = await self._run(self._delete, key, [response_id, token, _RING, _RING_TTL])
         if isinstance(result, list):
             raise _wrong_type(key, as_text(result[1]))
         return bool(result)
+
+    async def _run(self, lua: LuaScript, key: str, args: list[Any]) -> Any:
+        """A write script on one key, waited for by replicas if ``acks`` asks so."""
+        if self.acks is None:
+            return await lua(self.link.client, [key], args)
+        return await write_acked(self.link.client, key, ("EVALSHA", lua.sha, 1, key, *args), self.acks,
+                                 fallback=("EVAL", lua.source, 1, key, *args))
 
     async def close(self) -> None:
         return None

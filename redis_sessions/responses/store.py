@@ -41,6 +41,7 @@ from ..models import (
     StoredResponseSnapshot,
 )
 from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, bounded
+from ..replication import DEFAULT_ACK_TIMEOUT, ReplicaAcks
 from .chain import build_snapshot, check_walk, decode_chain
 from .memory_engine import MemoryChainEngine
 from .protocol import UNSET, ChainEngine, SaveRequest, _Unset, new_token
@@ -425,13 +426,18 @@ class RedisResponseSessionStore(ChainStore):
         replay_instructions: bool = False,
         timeout: float | None = DEFAULT_TIMEOUT,
         link: RedisLink | None = None,
+        replica_acks: int = 0,
+        replica_ack_timeout: float = DEFAULT_ACK_TIMEOUT,
     ) -> None:
         """``client``: a redis-py asyncio ``Redis`` or ``RedisCluster``, never closed here.
-        ``timeout``: seconds one call may take in total, retries included (None: no budget)."""
+        ``timeout``: seconds one call may take in total, retries included (None: no budget).
+        ``replica_acks``: a write returns only once that many replicas have it (WAIT on the
+        same connection), else ``session.backend.not_replicated`` after ``replica_ack_timeout``."""
         keys = KeySpace(key_prefix)
+        acks = ReplicaAcks.of(replica_acks, replica_ack_timeout)
         self.link = link if link is not None else RedisLink(client, timeout=timeout)
         super().__init__(
-            RedisChainEngine(self.link, keys), keys, ttl_seconds=ttl_seconds, max_depth=max_depth,
+            RedisChainEngine(self.link, keys, acks), keys, ttl_seconds=ttl_seconds, max_depth=max_depth,
             max_record_bytes=max_record_bytes, sliding_ttl=sliding_ttl, replay_instructions=replay_instructions,
             timeout=timeout,
         )

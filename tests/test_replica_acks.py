@@ -1,0 +1,248 @@
+"""``replica_acks``: a write is acknowledged only once that many replicas have it.
+
+Against a real master and replica started here (and once against a cluster with
+replicas): the write is on the replica when the call returns; a frozen replica
+makes the call fail with ``session.backend.not_replicated`` (503) while the write
+is on the master; NOSCRIPT is handled; and a write re-sent after its reply was
+lost (FaultProxy ``drop``) is not acknowledged by a WAIT that has nothing of its
+own to wait for.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from typing import Iterator
+
+import pytest
+import redis
+
+from chains import record
+from faultservers import fault_proxies, freezer  # noqa: F401
+from redis_sessions import (
+    RedisResponseSessionStore,
+    RedisSession,
+    SessionConfig,
+    SessionError,
+    create_item_session,
+    create_response_session_store,
+)
+from redis_sessions.errors import ErrorCode
+from servers import REDIS_SERVER, ClusterServer, RedisProcess, free_port
+
+pytestmark = pytest.mark.real
+
+
+class Pair:
+    """A master and one replica of it, on free ports in a temporary folder."""
+
+    def __init__(self) -> None:
+        assert REDIS_SERVER, "no redis-server"
+        self.dir = tempfile.mkdtemp(prefix="rs-acks-")
+        self.master = RedisProcess(free_port(), self.dir + "/m")
+        self.replica = RedisProcess(free_port(), self.dir + "/r")
+        for node in (self.master, self.replica):
+            os.makedirs(node.workdir)
+        self.master.start()
+        self.replica.extra = ["--replicaof", "127.0.0.1", str(self.master.port)]
+        self.replica.start()
+        deadline = time.monotonic() + 20
+        while self.info(self.replica).get("master_link_status") != "up":
+            assert time.monotonic() < deadline, "the replica did not sync"
+            time.sleep(0.05)
+
+    def command(self, node: RedisProcess, *args: object) -> object:
+        with redis.Redis(port=node.port, socket_timeout=5) as client:
+            return client.execute_command(*args)
+
+    def info(self, node: RedisProcess) -> dict[str, str]:
+        text = self.command(node, "INFO", "replication")
+        if isinstance(text, dict):
+            return {k: str(v) for k, v in text.items()}
+        return dict(line.split(":", 1) for line in text.decode().splitlines() if ":" in line)  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        self.replica.stop()
+        self.master.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def pair() -> Iterator[Pair]:
+    if not REDIS_SERVER:
+        pytest.skip("redis-server not installed")
+    servers = Pair()
+    yield servers
+    servers.close()
+
+
+def _prefix() -> str:
+    return f"acks{time.monotonic_ns()}"
+
+
+async def test_a_save_returns_once_the_replica_has_it(pair: Pair) -> None:
+    store = RedisResponseSessionStore.from_url(pair.master.url, key_prefix=_prefix(), replica_acks=1)
+    try:
+        first = await store.new_response_id()
+        await store.save(record(first))
+        second = await store.new_response_id(first)
+        await store.save(record(second, first))
+        key = store.keys.thread(second.split("_")[1])
+        # WAIT returned 1: the replica has applied both writes, no waiting needed here.
+        assert pair.command(pair.replica, "HEXISTS", key, store.keys.data_field(second)) == 1
+        assert await store.delete(second) is True
+        assert pair.command(pair.replica, "HEXISTS", key, store.keys.data_field(second)) == 0
+    finally:
+        await store.close()
+
+
+async def test_item_writes_return_once_the_replica_has_them(pair: Pair) -> None:
+    session = RedisSession.from_url("s1", url=pair.master.url, key_prefix=_prefix(), replica_acks=1)
+    try:
+        key = session._items_key
+
+        def same_on_both() -> bool:
+            return pair.command(pair.master, "LRANGE", key, 0, -1) == pair.command(pair.replica, "LRANGE", key, 0, -1)
+
+        await session.add_items([{"role": "user", "content": "one"}, {"role": "user", "content": "two"}])
+        assert pair.command(pair.replica, "LLEN", key) == 3 and same_on_both()  # the header and two items
+        assert (await session.pop_item()) == {"role": "user", "content": "two"}
+        assert pair.command(pair.replica, "LLEN", key) == 2 and same_on_both()
+        await session.clear_session()
+        assert same_on_both()
+    finally:
+        await session.close()
+
+
+async def test_a_frozen_replica_means_not_replicated_and_the_write_is_on_the_master(pair: Pair, freezer) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    store = RedisResponseSessionStore.from_url(pair.master.url, key_prefix=_prefix(), replica_acks=1,
+                                               replica_ack_timeout=0.3)
+    session = RedisSession.from_url("s2", url=pair.master.url, key_prefix=store.keys.prefix, replica_acks=1,
+                                    replica_ack_timeout=0.3)
+    try:
+        first = await store.new_response_id()
+        freezer.freeze(pair.replica)
+        with pytest.raises(SessionError) as caught:
+            await store.save(record(first))
+        assert caught.value.code is ErrorCode.BACKEND_NOT_REPLICATED and caught.value.http_status == 503
+        assert "on the master" in caught.value.message
+        with pytest.raises(SessionError) as caught:
+            await session.add_items([{"role": "user", "content": "hi"}])
+        assert caught.value.code is ErrorCode.BACKEND_NOT_REPLICATED
+        assert (await store.get(first)) is not None
+        assert len(await session.get_items()) == 1
+        freezer.thaw(pair.replica)
+        # A retry is safe: the same save again succeeds once the replica has caught up.
+        await store.save(record(first))
+    finally:
+        freezer.thaw(pair.replica)
+        await session.close()
+        await store.close()
+
+
+async def test_more_acks_than_replicas_is_not_replicated(pair: Pair) -> None:
+    store = RedisResponseSessionStore.from_url(pair.master.url, key_prefix=_prefix(), replica_acks=2,
+                                               replica_ack_timeout=0.1)
+    try:
+        with pytest.raises(SessionError) as caught:
+            await store.save(record(await store.new_response_id()))
+        assert caught.value.code is ErrorCode.BACKEND_NOT_REPLICATED
+        assert "1 of the 2 replica(s)" in caught.value.message
+    finally:
+        await store.close()
+
+
+async def test_noscript_is_sent_again_as_eval(pair: Pair) -> None:
+    store = RedisResponseSessionStore.from_url(pair.master.url, key_prefix=_prefix(), replica_acks=1)
+    session = RedisSession.from_url("s3", url=pair.master.url, key_prefix=store.keys.prefix, replica_acks=1)
+    try:
+        pair.command(pair.master, "SCRIPT", "FLUSH")
+        await store.save(record(await store.new_response_id()))
+        pair.command(pair.master, "SCRIPT", "FLUSH")
+        await session.add_items([{"role": "user", "content": "hi"}])
+        assert len(await session.get_items()) == 1
+    finally:
+        await session.close()
+        await store.close()
+
+
+async def test_a_resent_write_is_confirmed_by_offset_not_by_an_empty_wait(pair: Pair, fault_proxies, freezer) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    """The first copy runs and its reply is lost; the re-sent copy writes nothing (its
+    token is there), so WAIT alone would count the frozen replica. ROLE's offsets do not."""
+    proxy = fault_proxies("127.0.0.1", pair.master.port)
+    store = RedisResponseSessionStore.from_url(proxy.url, key_prefix=_prefix(), replica_acks=1,
+                                               replica_ack_timeout=0.3)
+    try:
+        first = await store.new_response_id()
+        await store.save(record(first))  # connects, and loads the script
+        second = await store.new_response_id(first)
+        freezer.freeze(pair.replica)
+        proxy.arm("drop", match=b"EVALSHA")
+        with pytest.raises(SessionError) as caught:
+            await store.save(record(second, first))
+        assert proxy.fired == 1
+        assert caught.value.code is ErrorCode.BACKEND_NOT_REPLICATED
+        freezer.thaw(pair.replica)
+        third = await store.new_response_id(second)
+        proxy.arm("drop", match=b"EVALSHA")
+        await store.save(record(third, second))  # re-sent, and confirmed by the replica's offset
+        assert proxy.fired == 2
+        key = store.keys.thread(third.split("_")[1])
+        assert pair.command(pair.replica, "HEXISTS", key, store.keys.data_field(third)) == 1
+    finally:
+        freezer.thaw(pair.replica)
+        await store.close()
+
+
+def test_settings_reach_the_store_and_the_session(pair: Pair) -> None:
+    config = SessionConfig(url=pair.master.url, replica_acks=1, replica_ack_timeout_seconds=0.25)
+    store = create_response_session_store(config)
+    session = create_item_session(config, "s4")
+    assert store.engine.acks is not None and (store.engine.acks.replicas, store.engine.acks.timeout) == (1, 0.25)  # type: ignore[attr-defined]
+    assert session._acks is not None and (session._acks.replicas, session._acks.timeout) == (1, 0.25)  # type: ignore[attr-defined]
+    assert create_response_session_store(SessionConfig(url=pair.master.url)).engine.acks is None  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("bad", [-1, True, "1", 1.5, 17])
+def test_bad_replica_acks_are_refused(bad: object) -> None:
+    with pytest.raises(SessionError) as caught:
+        RedisResponseSessionStore.from_url("redis://127.0.0.1:1", replica_acks=bad)  # type: ignore[arg-type]
+    assert caught.value.code is ErrorCode.INPUT_INVALID
+
+
+@pytest.mark.parametrize("bad", [0, -1, None, "1", float("inf")])
+def test_bad_replica_ack_timeouts_are_refused(bad: object) -> None:
+    with pytest.raises(SessionError) as caught:
+        RedisSession.from_url("s", url="redis://127.0.0.1:1", replica_acks=1, replica_ack_timeout=bad)  # type: ignore[arg-type]
+    assert caught.value.code is ErrorCode.INPUT_INVALID
+
+
+@pytest.fixture(scope="module")
+def replicated_cluster() -> Iterator[ClusterServer]:
+    if not REDIS_SERVER:
+        pytest.skip("redis-server not installed")
+    cluster = ClusterServer(masters=3, replicas=1)
+    yield cluster
+    cluster.close()
+
+
+async def test_on_a_cluster_the_write_and_wait_go_to_the_key_owner(replicated_cluster: ClusterServer) -> None:
+    prefix = _prefix()
+    store = RedisResponseSessionStore.from_url(replicated_cluster.url, key_prefix=prefix, replica_acks=1)
+    session = RedisSession.from_url("s5", url=replicated_cluster.url, key_prefix=prefix, replica_acks=1)
+    try:
+        ids = [await store.new_response_id() for _ in range(12)]  # threads spread over the masters
+        for response_id in ids:
+            await store.save(record(response_id))
+        for response_id in ids:
+            assert (await store.get(response_id)) is not None
+        for node in replicated_cluster.nodes:
+            with redis.Redis(port=node.port, socket_timeout=5) as client:
+                client.execute_command("SCRIPT", "FLUSH")
+        await session.add_items([{"role": "user", "content": "hi"}])
+        assert len(await session.get_items()) == 1
+    finally:
+        await session.close()
+        await store.close()
