@@ -182,6 +182,12 @@ def as_text(value: object) -> str:
 async def close_client(client: AnyRedis) -> None:
     try:
         await client.aclose()
+        if isinstance(client, RedisCluster):
+            # RedisCluster.aclose() does nothing while the client is marked for
+            # re-initialization, which a failed call (a timeout, a dead node) leaves
+            # it in: its node connections would leak. Close them ourselves.
+            await client.nodes_manager.aclose()
+            await client.nodes_manager.aclose("startup_nodes")
     except (rx.RedisError, OSError, RuntimeError):
         pass  # closing a client whose server or loop is gone has nothing left to release
 
