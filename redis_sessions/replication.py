@@ -23,6 +23,14 @@ does not count), so this rare path polls ROLE for up to
 
 Fewer than N replicas in time: ``session.backend.not_replicated`` (503). The
 write is on the master and may still reach the replicas; retrying it is safe.
+After a failover the promoted master has no replica until one rejoins (the old
+master restarted, or a replica migrated), so writes to its shard with
+``replica_acks=1`` fail this way until then: that is the guarantee, kept.
+
+What waits: the scripts' writes (saves, deletes, item adds, pops, clears, forks,
+compactions) and the SET of a locator for an id minted elsewhere. Not waited
+for: refreshing or removing a locator (PEXPIRE, DEL), and a sliding TTL's
+refresh on a read. Needs a real Redis or Valkey (WAIT and ROLE), not fakeredis.
 """
 
 from __future__ import annotations

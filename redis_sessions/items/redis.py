@@ -98,6 +98,10 @@ class RedisSession(ItemSession):
     usable. ``from_url`` builds its own client, one per event loop; ``close()``
     closes the running loop's one, after which the session raises
     ``session.client.closed`` (a ``RuntimeError``, as the SDK's does) on that loop.
+
+    ``replica_acks=N`` (default 0): every write (add, pop, clear, fork, compaction)
+    returns only once N replicas have it, else ``session.backend.not_replicated``
+    after ``replica_ack_timeout`` seconds; see :mod:`redis_sessions.replication`.
     """
 
     def __init__(
