@@ -5,7 +5,7 @@
 Each side saves a new response into its own chain, one call at a time (so the
 time of WAIT is not hidden by concurrency), alternating rounds and keeping each
 side's best. Reported: ops/s per side, and Redis's own microseconds per call
-(INFO commandstats on the master: EVALSHA, plus WAIT for replica_acks=1; a
+(INFO commandstats on the master: EVALSHA, plus ROLE, WAIT, ROLE for replica_acks=1; a
 WAIT's time blocked waiting for the replica is not CPU time and is not in it). The
 replica runs on the same machine, so the extra cost is the replica's round trip
 over loopback; over a network, add one master-to-replica round trip per write.
@@ -80,11 +80,11 @@ async def run(url: str, port: int, rounds: int, n: int) -> None:
             await saver(acks)(i)
         after = commandstats(port)
         calls = after["evalsha"][0] - before.get("evalsha", (0, 0.0))[0]
-        usec = sum(after[c][1] - before.get(c, (0, 0.0))[1] for c in ("evalsha", "wait") if c in after)
+        usec = sum(after[c][1] - before.get(c, (0, 0.0))[1] for c in ("evalsha", "wait", "role") if c in after)
         redis_us[acks] = usec / calls
     for acks in (0, 1):
         name = f"save, replica_acks={acks}"
-        print(f"{name}: {best[name]:8.0f} ops/s   Redis {redis_us[acks]:6.1f} µs per save (EVALSHA{' + WAIT' if acks else ''})")
+        print(f"{name}: {best[name]:8.0f} ops/s   Redis {redis_us[acks]:6.1f} µs per save (EVALSHA{' + 2 ROLE + WAIT' if acks else ''})")
     print(f"replica_acks=1 / replica_acks=0: {best['save, replica_acks=1'] / best['save, replica_acks=0']:.2f}")
     for store in stores.values():
         await store.close()

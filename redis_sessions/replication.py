@@ -1,6 +1,6 @@
 """Writes acknowledged only once replicas have them: ``replica_acks`` (opt-in).
 
-A write with ``replica_acks=N`` is sent as ``[the write, WAIT N <ms>]`` on ONE
+A write with ``replica_acks=N`` is sent with ``WAIT N <ms>`` behind it on ONE
 connection, in one round trip: WAIT counts the replicas that have every write
 made on *its* connection, so it must follow the write on the same one. On a
 standalone server (or a sentinel's master) that is a connection of the client's
@@ -11,15 +11,24 @@ instead, within the call's budget: NOSCRIPT (sent again as EVAL), MOVED and ASK
 short wait), a broken connection (reconnect; on a cluster, the map refreshed).
 Every write is idempotent, so sending one again has no second effect.
 
-A write whose reply was lost may already have run; sent again, it finds its
-operation token and writes nothing, so WAIT on the new connection would have
-nothing of its own to wait for and answer at once. The re-sent copy therefore
-also asks ``ROLE``: the master's replication offset after it is at least the
-first copy's, and the write counts as replicated only once N replicas have
-acknowledged that offset. A replica acknowledges on its own once a second (and
-the offset includes the master's own GETACKs, which a replica's answer to them
-does not count), so this rare path polls ROLE for up to
-``max(replica_ack_timeout, RESENT_WAIT)``.
+Is WAIT enough? It waits for the replication offset recorded for its
+connection, and a write is idempotent: one whose reply was lost (the connection
+broke after the master ran it), or that a caller retries after a timeout or
+``not_replicated``, finds its operation token and writes nothing. Redis 7.0
+and newer (and Valkey) record the master's offset after every command of a
+connection, reads included (measured on 7.0.15: after a GET, WAIT waits for
+writes other connections made before it), so WAIT after a replayed write still
+covers the first copy. Servers that record it only for a connection's own
+writes (before 7.0) would count replicas that do not have the write. So the
+write goes as ``[write, ROLE, WAIT, ROLE]`` and is acknowledged only once N
+replicas have acknowledged the master's offset that the first ROLE reported
+right after the write (at least that of whichever copy ran it), as the second
+ROLE shows. When WAIT waited for this write (always, on 7.0+, unless another
+client's command slipped in between a pipeline split over TCP reads), the
+replicas answered its GETACK with at least that offset and the call is one
+round trip; otherwise ROLE is asked again until they have (replicas also
+acknowledge on their own once a second), for up to
+``max(replica_ack_timeout, REPLAYED_WAIT)``.
 
 Fewer than N replicas in time: ``session.backend.not_replicated`` (503). The
 write is on the master and may still reach the replicas; retrying it is safe.
@@ -55,8 +64,8 @@ ATTEMPTS = 4
 REDIRECTS = 16
 """MOVED, ASK, TRYAGAIN and CLUSTERDOWN answers followed before giving up (redis-py's own TTL)."""
 POLL = 0.05
-RESENT_WAIT = 1.5
-"""Seconds a re-sent write may wait for its replicas' once-a-second acknowledgement."""
+REPLAYED_WAIT = 1.5
+"""Seconds a replayed write may wait for its replicas' once-a-second acknowledgement."""
 
 Command = tuple[Any, ...]
 
@@ -84,22 +93,19 @@ class ReplicaAcks:
 
 async def write_acked(client: Union[Redis, RedisCluster], key: str, command: Command, acks: ReplicaAcks,
                       *, fallback: Command | None = None) -> Any:
-    """Run ``command`` (a write on ``key``), then WAIT on the same connection; its reply,
-    undecoded. ``fallback`` is sent instead after NOSCRIPT (the EVAL of an EVALSHA)."""
+    """Run ``command`` (a write on ``key``) as ``[command, ROLE, WAIT, ROLE]`` on one
+    connection; its reply, undecoded, once ``acks.replicas`` replicas have it.
+    ``fallback`` is sent instead after NOSCRIPT (the EVAL of an EVALSHA)."""
     broken = redirects = 0
-    resent = False
     asking: rx.AskError | None = None
     while True:
-        commands = [command, ("WAIT", acks.replicas, acks.wait_ms)]
-        if resent:
-            commands.append(("ROLE",))
+        commands = [command, ("ROLE",), ("WAIT", acks.replicas, acks.wait_ms), ("ROLE",)]
         try:
             replies = await _send(client, key, commands, acks, asking)
         except (rx.ConnectionError, rx.TimeoutError, OSError) as exc:
             broken += 1
             if broken >= ATTEMPTS:
                 raise
-            resent = True  # the lost reply may have been the write's: see the module
             await _forget_node(client, exc)
             await asyncio.sleep(min(0.5, 0.02 * 2 ** broken))
             continue
@@ -119,20 +125,14 @@ async def write_acked(client: Union[Redis, RedisCluster], key: str, command: Com
             else:
                 await asyncio.sleep(POLL)
             continue
-        if isinstance(reply, Exception):
-            raise reply
-        if resent:
-            await _confirm_offset(client, key, replies[2], acks, asking=None)
-        else:
-            _check_count(replies[1], acks)
+        for other in (reply, *replies[1:]):
+            if isinstance(other, Exception):
+                raise other
+        waited = int(replies[2])
+        if waited < acks.replicas:
+            raise _not_replicated(waited, acks)
+        await _confirm_offset(client, key, _offsets(replies[1])[0], replies[3], acks)
         return reply
-
-
-def _check_count(acked: object, acks: ReplicaAcks) -> None:
-    if isinstance(acked, Exception):
-        raise acked
-    if int(acked) < acks.replicas:  # type: ignore[call-overload]
-        raise _not_replicated(int(acked), acks)  # type: ignore[call-overload]
 
 
 def _not_replicated(acked: int, acks: ReplicaAcks) -> SessionError:
@@ -143,14 +143,11 @@ def _not_replicated(acked: int, acks: ReplicaAcks) -> SessionError:
     )
 
 
-async def _confirm_offset(client: Union[Redis, RedisCluster], key: str, role: object, acks: ReplicaAcks,
-                          asking: rx.AskError | None) -> None:
-    """A re-sent write: wait until ``acks.replicas`` replicas acknowledged the master's
-    offset as ROLE gave it right after the write (which is at least the first copy's)."""
-    if isinstance(role, Exception):
-        raise role
-    floor = _offsets(role)[0]
-    deadline = time.monotonic() + max(acks.timeout, RESENT_WAIT)
+async def _confirm_offset(client: Union[Redis, RedisCluster], key: str, floor: int, role: object,
+                          acks: ReplicaAcks) -> None:
+    """Until ``acks.replicas`` replicas acknowledged ``floor``, the master's offset right
+    after the write (see the module); ``role`` is ROLE's reply after WAIT."""
+    deadline = time.monotonic() + max(acks.timeout, REPLAYED_WAIT)
     while True:
         acked = sum(offset >= floor for offset in _offsets(role)[1])
         if acked >= acks.replicas:
@@ -158,7 +155,7 @@ async def _confirm_offset(client: Union[Redis, RedisCluster], key: str, role: ob
         if time.monotonic() >= deadline:
             raise _not_replicated(acked, acks)
         await asyncio.sleep(POLL)
-        role = (await _send(client, key, [("ROLE",)], acks, asking))[0]
+        role = (await _send(client, key, [("ROLE",)], acks, None))[0]
         if isinstance(role, Exception):
             raise role
 

@@ -4,8 +4,9 @@ Against a real master and replica started here (and once against a cluster with
 replicas): the write is on the replica when the call returns; a frozen replica
 makes the call fail with ``session.backend.not_replicated`` (503) while the write
 is on the master; NOSCRIPT is handled; and a write re-sent after its reply was
-lost (FaultProxy ``drop``) is not acknowledged by a WAIT that has nothing of its
-own to wait for.
+lost (FaultProxy ``drop``), or retried by the caller on a connection whose own
+last write is older, is not acknowledged by a WAIT that has nothing of its own
+to wait for.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 import redis
@@ -78,6 +79,17 @@ def pair() -> Iterator[Pair]:
     servers.close()
 
 
+async def _retried(call: Any, seconds: float = 30) -> None:
+    """Until ``call()`` is not refused as not replicated (a replica just thawed may lag)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return await call()  # type: ignore[no-any-return]
+        except SessionError as exc:
+            if exc.code is not ErrorCode.BACKEND_NOT_REPLICATED or time.monotonic() > deadline:
+                raise
+
+
 def _prefix() -> str:
     return f"acks{time.monotonic_ns()}"
 
@@ -121,7 +133,11 @@ async def test_a_frozen_replica_means_not_replicated_and_the_write_is_on_the_mas
                                                replica_ack_timeout=0.3)
     session = RedisSession.from_url("s2", url=pair.master.url, key_prefix=store.keys.prefix, replica_acks=1,
                                     replica_ack_timeout=0.3)
+    # Another client, whose connection's last write the replica has (before the freeze).
+    other = RedisResponseSessionStore.from_url(pair.master.url, key_prefix=store.keys.prefix, replica_acks=1,
+                                               replica_ack_timeout=0.3)
     try:
+        await other.save(record(await other.new_response_id()))
         first = await store.new_response_id()
         freezer.freeze(pair.replica)
         with pytest.raises(SessionError) as caught:
@@ -133,11 +149,18 @@ async def test_a_frozen_replica_means_not_replicated_and_the_write_is_on_the_mas
         assert caught.value.code is ErrorCode.BACKEND_NOT_REPLICATED
         assert (await store.get(first)) is not None
         assert len(await session.get_items()) == 1
+        # The caller retries through the other client: the save writes nothing (the record
+        # is there), so WAIT alone, counting from that connection's own last write, would
+        # count the frozen replica. The offsets do not.
+        with pytest.raises(SessionError) as caught:
+            await other.save(record(first))
+        assert caught.value.code is ErrorCode.BACKEND_NOT_REPLICATED
         freezer.thaw(pair.replica)
         # A retry is safe: the same save again succeeds once the replica has caught up.
-        await store.save(record(first))
+        await _retried(lambda: store.save(record(first)))
     finally:
         freezer.thaw(pair.replica)
+        await other.close()
         await session.close()
         await store.close()
 
@@ -185,12 +208,22 @@ async def test_a_resent_write_is_confirmed_by_offset_not_by_an_empty_wait(pair: 
         assert proxy.fired == 1
         assert caught.value.code is ErrorCode.BACKEND_NOT_REPLICATED
         freezer.thaw(pair.replica)
-        third = await store.new_response_id(second)
-        proxy.arm("drop", match=b"EVALSHA")
-        await store.save(record(third, second))  # re-sent, and confirmed by the replica's offset
-        assert proxy.fired == 2
-        key = store.keys.thread(third.split("_")[1])
-        assert pair.command(pair.replica, "HEXISTS", key, store.keys.data_field(third)) == 1
+        await _retried(lambda: store.save(record(second, first)))
+        # Healthy replica: the re-sent copy waits for the replica's own acknowledgement
+        # (once a second), so give it room, in a budget that has room for it too.
+        patient = RedisResponseSessionStore.from_url(proxy.url, key_prefix=store.keys.prefix, replica_acks=1,
+                                                     replica_ack_timeout=5, timeout=20)
+        try:
+            third = await patient.new_response_id(second)
+            await patient.save(record(third, second))  # connects, loads nothing new
+            fourth = await patient.new_response_id(third)
+            proxy.arm("drop", match=b"EVALSHA")
+            await patient.save(record(fourth, third))  # re-sent, and confirmed by the replica's offset
+            assert proxy.fired == 2
+            key = store.keys.thread(fourth.split("_")[1])
+            assert pair.command(pair.replica, "HEXISTS", key, store.keys.data_field(fourth)) == 1
+        finally:
+            await patient.close()
     finally:
         freezer.thaw(pair.replica)
         await store.close()
