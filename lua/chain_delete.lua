@@ -22,7 +22,8 @@ end
 local found = redis.call('HEXISTS', key, 'd:' .. id)
 local linked = redis.call('HEXISTS', key, 'p:' .. id)
 local has_ring = (ring ~= '' or token ~= '') and 1 or 0
-local records_left = redis.call('HLEN', key) - found - linked - (ring ~= '' and 1 or 0)
+local stamped = redis.call('HEXISTS', key, 'w')  -- the last-write stamp (chain_save.lua): not a record
+local records_left = redis.call('HLEN', key) - found - linked - (ring ~= '' and 1 or 0) - stamped
 local pttl, linger = redis.call('PTTL', key), tonumber(ARGV[4])
 
 -- writes
@@ -36,4 +37,6 @@ end
 if records_left == 0 and has_ring == 1 and (pttl < 0 or pttl > linger) then
   redis.call('PEXPIRE', key, linger)
 end
+-- No record left: nothing to judge idle, and the stamp alone must not keep the key.
+if records_left == 0 and stamped == 1 then redis.call('HDEL', key, 'w') end
 return found

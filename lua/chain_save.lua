@@ -50,13 +50,17 @@ if parent ~= '' then
 end
 
 local ttl, before = tonumber(ARGV[7]), redis.call('PTTL', key)
+-- 'w': when the thread was last written, server time in ms; what `purge
+-- --idle-older-than` judges a thread by (lua/purge_if_idle.lua).
+local now = redis.call('TIME')
+local written = string.format('%.0f', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000))
 -- writes
 if token ~= '' then
   local keep = (#token + 1) * (tonumber(ARGV[10]) - 1)
   if #ring > keep then ring = string.sub(ring, 1, keep) end
-  redis.call('HSET', key, data, blob, link, parent, 'ops', token .. 'S' .. ring)
+  redis.call('HSET', key, data, blob, link, parent, 'ops', token .. 'S' .. ring, 'w', written)
 else
-  redis.call('HSET', key, data, blob, link, parent)
+  redis.call('HSET', key, data, blob, link, parent, 'w', written)
 end
 -- One TTL for the whole thread: never shortened, so no ancestor expires before a descendant.
 if ttl == 0 then

@@ -179,6 +179,8 @@ def redis_keys(client: Any, clock: FakeClock) -> Any:
             if at >= 0 and now_ms > at:
                 continue  # expired; fakeredis may not have dropped it yet
             value = await client.hgetall(key) if await client.type(key) == b"hash" else await client.get(key)
+            if isinstance(value, dict):
+                value.pop(b"w", None)  # the last-write stamp purge reads: server time, no memory twin
             out[key.decode()] = (value, None if at < 0 else at)
         return out
     return raw

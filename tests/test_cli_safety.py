@@ -434,3 +434,21 @@ async def test_a_locator_is_put_back_if_a_save_lands_while_purge_deletes_it(
     assert 0 < await client.pttl(ks.locator("ext-x")) <= 60_000
     await client.delete(ks.locator("ext-x"), ks.thread(tag))
     await client.aclose()
+
+
+async def test_threads_the_store_wrote_go_once_idle_and_not_before(url: str) -> None:
+    """Saves stamp their thread with the server's time (``w``): no hand-set stamp here.
+    Idle for 1 s: the threads go with their locators; the item session, which records
+    no write, stays (counted)."""
+    prefix = fresh_prefix()
+    keys = await seed(url, prefix)
+    kept, _ = run_json("purge", "--idle-older-than", "60", "--yes", "--url", url, "--prefix", prefix)
+    assert kept["deleted_keys"] == 0 and kept["kept_active"] == 2
+    time.sleep(1.2)
+    gone, _ = run_json("purge", "--idle-older-than", "1", "--yes", "--url", url, "--prefix", prefix)
+    assert gone["by_kind"].get("thread") == 2 and gone["kept_unrecorded"] == 1
+    client = client_for(url)
+    try:
+        assert not await client.exists(keys["thread"], keys["foreign_thread"])
+    finally:
+        await client.aclose()

@@ -152,3 +152,23 @@ async def test_the_server_sees_one_request_per_resolve_at_any_depth(real_backend
         assert after - before - len(nodes) <= allowed
     for node in nodes:
         await node.aclose()
+
+
+async def test_a_save_stamps_the_thread_with_the_servers_time_of_the_write(redis_backend):
+    """``w`` is what ``purge --idle-older-than`` judges a thread by (lua/purge_if_idle.lua)."""
+    store = make_store(redis_backend)
+    rid = new_response_id()
+    key = store.keys.thread(thread_of(rid))
+
+    async def server_ms() -> int:
+        seconds, micros = await redis_backend.client.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    before = await server_ms()
+    await store.save(record(rid))
+    after = await server_ms()
+    written = int(await redis_backend.client.hget(key, "w"))
+    assert before <= written <= after
+    child = await store.new_response_id(rid)
+    await store.save(record(child, rid))
+    assert int(await redis_backend.client.hget(key, "w")) >= written
