@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import gc
 import os
 import signal
 import threading
@@ -115,6 +116,7 @@ def failover_cluster() -> Iterator[ClusterServer]:
 
 @pytest.mark.real
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
 async def test_kill_9_of_a_master_under_load(failover_cluster: ClusterServer) -> None:
     cluster = failover_cluster
     prefix = f"fo{os.getpid()}"
@@ -174,6 +176,10 @@ async def test_kill_9_of_a_master_under_load(failover_cluster: ClusterServer) ->
             lost[tally.acks] += sum(content not in present for content in tally.added)
     finally:
         await close_client(client)
+        # Connections that were mid-call when their node was killed are dropped by
+        # redis-py's cluster client without being closed; collect them here, where the
+        # warnings they raise are expected (see the mark), not in a later test.
+        gc.collect()
 
     writes = {acks: sum(len(t.saved) + len(t.added) for t in tallies if t.acks == acks) for acks in (0, 1)}
     print(f"\nfailover: promoted {promoted_at - killed:.2f} s after kill -9; calls without replica_acks "
