@@ -116,7 +116,7 @@ class SessionConfig(BaseSettings):
     def parse(cls, **values: object) -> "SessionConfig":
         """Like the constructor, but invalid settings raise ``SessionError``."""
         try:
-            return cls.model_validate(values)
+            return cls(**values)  # type: ignore[arg-type]  # the constructor reads the environment (model_validate may not)
         except ValidationError as exc:
             raise SessionError(ErrorCode.INPUT_INVALID, f"invalid session config: {exc}") from None
 
