@@ -34,9 +34,9 @@ def command(port: int, *args: object):  # type: ignore[no-untyped-def]
         return client.execute_command(*args)
 
 
-def replication(port: int) -> dict[str, str]:
-    text = command(port, "INFO", "replication")
-    return dict(line.split(":", 1) for line in text.decode().splitlines() if ":" in line) if isinstance(text, bytes) else text
+def replication(port: int) -> dict[str, object]:
+    with redis.Redis(port=port, socket_timeout=2) as client:
+        return client.info("replication")
 
 
 class SentinelSetup:
