@@ -418,6 +418,13 @@ def tagged(n: int) -> list[str]:
     return [f"{{fi{tag}}}:{i}" for i in range(n)]
 
 
+def ours(found: list[bytes], keys: list[str]) -> list[bytes]:
+    """The keys of this test among a slot's keys: other tests' keys can hash to the same slot
+    (a CI run on Valkey met two locators there), and the migration helpers move them too."""
+    tag = keys[0].split(":")[0].encode()
+    return sorted(k for k in found if k.startswith(tag))
+
+
 def test_key_slot_matches_the_server(redis_cluster: ClusterServer) -> None:
     with admin(redis_cluster.nodes[0].port) as r:
         for k in ["a", "{x}y", "fi:1", "{fi}:2"]:
@@ -455,7 +462,7 @@ async def test_live_migration_ask_and_tryagain(redis_cluster: ClusterServer) -> 
             assert slot_owner(redis_cluster, slot) is m.dst
             assert await rc.mget(a, b, c_) == [b"A", b"B", b"C"]  # MOVED followed
         assert slot_owner(redis_cluster, slot) is src
-        assert sorted(keys_in_slot(src, slot)) == sorted(k.encode() for k in (a, b, c_))
+        assert ours(keys_in_slot(src, slot), [a]) == sorted(k.encode() for k in (a, b, c_))
         assert await rc.mget(a, b, c_) == [b"A", b"B", b"C"]
     finally:
         await rc.delete(a, b, c_)
@@ -471,10 +478,10 @@ def test_open_migration_moves_back_with_its_keys(redis_cluster: ClusterServer) -
             r.set(k, k)
     m = start_slot_migration(redis_cluster, slot, keys[:2])
     m.migrate([keys[2]])
-    assert sorted(keys_in_slot(m.dst, slot)) == sorted(k.encode() for k in keys[:3])
+    assert ours(keys_in_slot(m.dst, slot), keys) == sorted(k.encode() for k in keys[:3])
     m.move_back()
     assert slot_owner(redis_cluster, slot) is src
-    assert sorted(keys_in_slot(src, slot)) == sorted(k.encode() for k in keys)
+    assert ours(keys_in_slot(src, slot), keys) == sorted(k.encode() for k in keys)
     with admin(src.port) as r:
         assert r.delete(*keys) == 4
         with pytest.raises(ValueError):
