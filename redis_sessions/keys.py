@@ -26,6 +26,7 @@ With the default prefix ``rs``::
                                        (64 KiB together, the newest always). A session emptied by
                                        pops or a compaction keeps only its header, for its TTL
                                        (10 minutes without one); a cleared one, 10 minutes at most
+    rs:{c:<conversation id>}:conv  hash  a Conversations API conversation, whole (redis_sessions/conversations)
     rs:{s:<session id>}:meta    hash   the old layout's separate metadata: no longer written or
                                        read (a list without a header at index 0 is read as items
                                        only, and gets a header on its next write); purge deletes it
@@ -119,6 +120,10 @@ class KeySpace:
     def session_meta(self, session_id: str) -> str:
         """The old layout's metadata hash: recognised (and purged) by the CLI, never used."""
         return f"{self.prefix}:{{s:{session_id}}}:meta"
+
+    # -- conversations (Conversations API) ----------------------------------
+    def conversation(self, conversation_id: str) -> str:
+        return f"{self.prefix}:{{c:{conversation_id}}}:conv"
 
     # -- scanning (CLI) ----------------------------------------------------
     def scan_pattern(self) -> str:
