@@ -36,6 +36,8 @@ class ErrorCode(str, Enum):
     CLIENT_WRONG_LOOP = "session.client.wrong_loop"
     CLIENT_CLOSED = "session.client.closed"
     INPUT_INVALID = "session.input.invalid"
+    CONVERSATION_NOT_FOUND = "session.conversation.not_found"
+    CONVERSATION_ITEM_NOT_FOUND = "session.conversation.item_not_found"
 
     def __str__(self) -> str:
         return self.value
@@ -60,6 +62,8 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.CLIENT_WRONG_LOOP: 500,  # a caller's client used from another event loop than its own
     ErrorCode.CLIENT_CLOSED: 500,  # a session used after close() released the client it built
     ErrorCode.INPUT_INVALID: 400,
+    ErrorCode.CONVERSATION_NOT_FOUND: 404,  # no such conversation (never created, deleted or expired)
+    ErrorCode.CONVERSATION_ITEM_NOT_FOUND: 404,  # the conversation exists, the item does not (or was deleted)
 }
 
 

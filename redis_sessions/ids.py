@@ -62,6 +62,12 @@ def mint_response_id(thread: str) -> str:
     return f"resp_{thread}_{secrets.token_hex(16)}"
 
 
+def mint_id(prefix: str) -> str:
+    """``<prefix>_<48 hex>``: a conversation's (``conv``) or an item's id (``msg``, ``fc``...),
+    192 random bits, shaped as the OpenAI API's own ids."""
+    return f"{prefix}_{secrets.token_hex(24)}"
+
+
 def new_response_id(previous_response_id: str | None = None) -> str:
     """Mint an id for a response that continues ``previous_response_id`` (or starts a thread).
 

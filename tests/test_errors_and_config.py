@@ -36,6 +36,8 @@ def test_the_set_of_error_codes_is_pinned():
         "session.client.wrong_loop": 500,
         "session.client.closed": 500,
         "session.input.invalid": 400,
+        "session.conversation.not_found": 404,
+        "session.conversation.item_not_found": 404,
     }
 
 
