@@ -1,0 +1,28 @@
+"""An OpenAI-compatible Responses and Conversations server over this package's stores.
+
+``create_app(store)`` is a Starlette app (``pip install 'redis-sessions[server]'``)
+that the official OpenAI clients and the Agents SDK talk to unchanged; the model
+behind it is :func:`stand_in_model` until you pass :func:`upstream_model`.
+"""
+
+from .app import create_app
+from .errors import ApiError
+from .model import Model, ModelCall, ModelReply, stand_in_model, upstream_model
+from .paging import PageQuery, page, page_query
+from .responses import ConversationLink, ResponsesApi, response_object
+
+__all__ = [
+    "ApiError",
+    "ConversationLink",
+    "Model",
+    "ModelCall",
+    "ModelReply",
+    "PageQuery",
+    "ResponsesApi",
+    "create_app",
+    "page",
+    "page_query",
+    "response_object",
+    "stand_in_model",
+    "upstream_model",
+]

@@ -1,0 +1,174 @@
+"""``/v1/responses``: create (with ``previous_response_id`` or ``conversation``), retrieve,
+delete, and ``input_items``, over a :class:`ResponseSessionStore`.
+
+A turn: check the request, rebuild the history (the chain's items, or the
+conversation's), call the model on history + this turn's input, then save the
+response with the parent check (``store=False``: save nothing) and, in a
+conversation, append the turn's input and output items to it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Protocol
+
+from ..clock import Clock, system_clock
+from ..errors import SessionError
+from ..models import Item, StoredResponseRequestSnapshot, StoredResponseSession, StoredResponseSnapshot
+from ..responses import ChainStore, request_input_items
+from .errors import ApiError
+from .items import input_items, output_item
+from .model import Model, ModelCall
+from .paging import page, page_query
+
+
+class ConversationLink(Protocol):
+    """What a response turn needs from the conversation store."""
+
+    async def history(self, conversation_id: str) -> list[Item]:
+        """Every item of the conversation, oldest first (404 if there is no such conversation)."""
+
+    async def append(self, conversation_id: str, items: list[Item]) -> None: ...
+
+
+def _optional(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...], what: str) -> Any:
+    value = body.get(name)
+    if value is not None and not isinstance(value, kind):
+        raise ApiError.invalid(f"{name} must be {what}", name)
+    return value
+
+
+def conversation_id(value: object) -> str | None:
+    """``conversation`` as OpenAI takes it: an id, or ``{"id": ...}``."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("id"), str):
+        return str(value["id"])
+    raise ApiError.invalid("conversation must be a conversation id or an object with an id", "conversation")
+
+
+def request_snapshot(body: Mapping[str, Any], items: list[Item], model: str) -> StoredResponseRequestSnapshot:
+    """The stored request; every field is type-checked here, since a record whose
+    field has the wrong type would not decode later."""
+    tools = _optional(body, "tools", list, "a list of objects")
+    if tools is not None and not all(isinstance(tool, dict) for tool in tools):
+        raise ApiError.invalid("tools must be a list of objects", "tools")
+    return StoredResponseRequestSnapshot(
+        input=items, instructions=_optional(body, "instructions", str, "a string"), model=model, tools=tools,
+        tool_choice=_optional(body, "tool_choice", (str, dict), "a string or an object"),
+        parallel_tool_calls=_optional(body, "parallel_tool_calls", bool, "a boolean"),
+        reasoning=_optional(body, "reasoning", dict, "an object"), text=_optional(body, "text", dict, "an object"),
+        truncation=_optional(body, "truncation", str, "a string"),
+    )
+
+
+def response_object(session: StoredResponseSession, *, stored: bool = True) -> dict[str, Any]:
+    """A stored turn as OpenAI's ``Response`` object."""
+    request, response = session.request, session.response
+    return {
+        "id": session.id, "object": "response", "created_at": session.created_at,
+        "completed_at": session.completed_at, "status": session.status, "model": request.model or "",
+        "instructions": request.instructions, "output": response.output,
+        "previous_response_id": session.previous_response_id,
+        "conversation": {"id": session.conversation_id} if session.conversation_id else None,
+        "usage": response.usage, "error": response.error, "incomplete_details": response.incomplete_details,
+        "metadata": session.metadata or {}, "tools": request.tools or [],
+        "tool_choice": request.tool_choice if request.tool_choice is not None else "auto",
+        "parallel_tool_calls": request.parallel_tool_calls if request.parallel_tool_calls is not None else True,
+        "reasoning": request.reasoning, "text": request.text or {"format": {"type": "text"}},
+        "truncation": request.truncation or "disabled", "temperature": None, "top_p": None,
+        "max_output_tokens": None, "background": False, "store": stored, "user": None,
+    }
+
+
+class ResponsesApi:
+    def __init__(self, store: ChainStore, model: Model, *, conversations: ConversationLink | None = None,
+                 default_model: str = "stand-in", clock: Clock = system_clock) -> None:
+        self.store = store
+        self.model = model
+        self.conversations = conversations
+        self.default_model = default_model
+        self.clock = clock
+
+    async def _history(self, previous: str | None, conversation: str | None) -> list[Item]:
+        if conversation is not None:
+            if self.conversations is None:
+                raise ApiError.invalid("this server has no conversation store", "conversation")
+            return await self.conversations.history(conversation)
+        try:
+            return (await self.store.resolve_chain(previous)).input_items  # one round trip, any depth
+        except SessionError as exc:
+            raise ApiError.from_session_error(exc, "previous_response_id") from None
+
+    async def create(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        previous = _optional(body, "previous_response_id", str, "a string")
+        conversation = conversation_id(body.get("conversation"))
+        if previous is not None and conversation is not None:
+            raise ApiError.invalid("Mutually exclusive parameters: Ensure you are only providing one of: "
+                                   "'previous_response_id' or 'conversation'.", "conversation")
+        if body.get("stream"):
+            raise ApiError.invalid("streaming is not supported by this server", "stream")
+        store = _optional(body, "store", bool, "a boolean")
+        metadata = _optional(body, "metadata", dict, "an object")
+        model = _optional(body, "model", str, "a string") or self.default_model
+        items = input_items(body.get("input", ""))
+        request = request_snapshot(body, items, model)
+        history = await self._history(previous, conversation)
+        reply = await self.model(ModelCall(model=model, instructions=request.instructions,
+                                           input=history + items, body=dict(body)))
+        output = [output_item(item) for item in reply.output]
+        response_id = await self.store.new_response_id(previous)  # in its parent's thread
+        now = int(self.clock())
+        session = StoredResponseSession(
+            id=response_id, previous_response_id=previous, conversation_id=conversation, created_at=now,
+            completed_at=now if reply.status == "completed" else None, status=reply.status, request=request,
+            response=StoredResponseSnapshot(id=response_id, output=output, usage=reply.usage), metadata=metadata,
+        )
+        if store is False:
+            return response_object(session, stored=False)
+        # Refused (409) if another worker answered this turn first with this id.
+        await self.store.save(session, expected_previous_response_id=previous)
+        if conversation is not None and self.conversations is not None:
+            # Two writes, not one: the response is saved, then the turn appended to the
+            # conversation. If the append fails the response exists and the conversation
+            # lacks the turn (the client sees the error). Until the stores offer one
+            # atomic save+append, this order never lists items of a response that was not saved.
+            await self.conversations.append(conversation, items + output)
+        return response_object(session)
+
+    async def _session(self, response_id: str) -> StoredResponseSession:
+        session = await self.store.get(response_id)
+        if session is None:
+            raise ApiError.not_found(f"No response found with id {response_id!r}.")
+        return session
+
+    async def retrieve(self, response_id: str) -> dict[str, Any]:
+        return response_object(await self._session(response_id))
+
+    async def delete(self, response_id: str) -> dict[str, Any]:
+        if not await self.store.delete(response_id):
+            raise ApiError.not_found(f"No response found with id {response_id!r}.")
+        return {"id": response_id, "object": "response", "deleted": True}
+
+    async def input_items(self, response_id: str, params: Mapping[str, str]) -> dict[str, Any]:
+        """The items the response was generated from, as OpenAI lists them: its chain's
+        turns (each turn's input then output) and its own input; in a conversation, its
+        own input (the conversation lists the rest). Items without an id (records saved
+        by another writer) get one made of the turn's id and their place, so paging
+        through them is stable too."""
+        query = page_query(params)
+        session = await self._session(response_id)
+        turns = [session]
+        if session.previous_response_id is not None:
+            chain = await self.store.resolve_chain(session.previous_response_id, include_incomplete=True)
+            turns = chain.sessions + turns
+        items: list[Item] = []
+        for turn in turns:
+            own = request_input_items(turn.request.input)
+            outputs = turn.response.output if turn is not session else []
+            items.extend(_listed(turn.id, n, item) for n, item in enumerate([*own, *outputs]))
+        return page(items, query)
+
+
+def _listed(turn_id: str, n: int, item: Item) -> Item:
+    return item if isinstance(item.get("id"), str) else {**item, "id": f"{turn_id}_{n}"}
+
