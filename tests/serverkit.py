@@ -1,0 +1,36 @@
+"""The reference server over one test backend, and the official OpenAI client talking
+to it in process (httpx2's ASGI transport: no sockets, no network)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+import httpx2
+import openai
+from starlette.applications import Starlette
+
+from chains import make_store
+from redis_sessions.responses import ChainStore
+from redis_sessions.server import Model, create_app, stand_in_model
+
+
+@dataclass
+class Served:
+    app: Starlette
+    store: ChainStore
+    client: openai.AsyncOpenAI
+    http: httpx2.AsyncClient
+
+
+def client_for(app: Any) -> tuple[openai.AsyncOpenAI, httpx2.AsyncClient]:
+    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app))
+    return openai.AsyncOpenAI(http_client=http, base_url="http://server/v1", api_key="x", max_retries=0), http
+
+
+async def serve(backend: Any, *, model: Model = stand_in_model) -> AsyncIterator[Served]:
+    store = make_store(backend)
+    app = create_app(store, model=model)
+    client, http = client_for(app)
+    yield Served(app, store, client, http)
+    await http.aclose()
