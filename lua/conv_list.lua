@@ -1,0 +1,56 @@
+-- Up to `want` live items in sequence order from one position: one page of
+-- list_items (or its continuation), reading at most `budget` positions.
+-- KEYS[1] the conversation's hash
+-- ARGV[1] 'asc' or 'desc', ARGV[2] want, ARGV[3] after (an item id, or ''),
+-- ARGV[4] from (a position to continue at, or ''), ARGV[5] budget,
+-- ARGV[6] sliding TTL in ms ("0": none).
+-- Replies {'ok', next, item...}: next is the position to continue at, '' once
+-- the end is reached; or {'nf'}, {'nc'} (after names no item ever stored
+-- here), {'corrupt'}. The cursor resolves through x:<id>, which outlives the
+-- item, so an `after` naming a deleted item pages from where it stood.
+-- Positions are read with HMGET in chunks: the first is `want` long (the
+-- whole page, when nothing in it was deleted); each further one is twice the
+-- last, so a run of deleted items costs few commands, and never more than
+-- `budget` positions per call.
+local key, slide = KEYS[1], tonumber(ARGV[6])
+local hdr = redis.call('HMGET', key, 'c', 'n')
+if not hdr[1] then return {'nf'} end
+local n = tonumber(hdr[2])
+if not n then return {'corrupt'} end
+local step = (ARGV[1] == 'asc') and 1 or -1
+local pos
+if ARGV[4] ~= '' then
+  pos = tonumber(ARGV[4])
+elseif ARGV[3] ~= '' then
+  local seq = tonumber(redis.call('HGET', key, 'x:' .. ARGV[3]))
+  if not seq then return {'nc'} end
+  pos = seq + step
+else
+  pos = (step == 1) and 1 or n
+end
+local last = (step == 1) and n or 1
+local want, budget = tonumber(ARGV[2]), tonumber(ARGV[5])
+local out = {'ok', ''}
+local got, used, chunk = 0, 0, 0
+while got < want and used < budget and (last - pos) * step >= 0 do
+  chunk = math.max(want - got, chunk * 2)
+  local take = math.min(chunk, budget - used, (last - pos) * step + 1)
+  local fields = {}
+  for j = 1, take do fields[j] = 'i:' .. (pos + (j - 1) * step) end
+  local vals = redis.call('HMGET', key, unpack(fields))
+  for j = 1, take do
+    if vals[j] then
+      out[#out + 1] = vals[j]
+      got = got + 1
+      if got == want then
+        take = j
+        break
+      end
+    end
+  end
+  used = used + take
+  pos = pos + take * step
+end
+if (last - pos) * step >= 0 then out[2] = tostring(pos) end
+expire(key, slide)
+return out

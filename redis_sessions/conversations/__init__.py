@@ -1,0 +1,46 @@
+"""The OpenAI Conversations API's state: conversations and their items, one Redis key each.
+
+``RedisConversationStore`` (Redis or Redis Cluster) and
+``MemoryConversationStore`` (in-process, the same behaviour) share
+:class:`.base.ConversationStore`; ``create_conversation_store(config)`` builds
+either from a :class:`~redis_sessions.SessionConfig`.
+
+A conversation is ONE hash, ``<prefix>:{c:<conversation id>}:conv``::
+
+    c            created_at, unix seconds (the hash is a live conversation while it has c)
+    m            metadata, msgpack of {str: str}
+    n            the last sequence number given to an item (items are numbered 1, 2, ...)
+    i:<seq>      an item, msgpack; HDEL'd when the item is deleted
+    x:<item id>  the item's sequence number; kept after the item is deleted, so a
+                 cursor (``after``) naming a deleted item still pages
+    ops          the ring of the last 16 writes' operation tokens: "<16 hex> <what>\\n",
+                 newest first (at most 16 x 19 bytes); a re-sent write finds its token
+                 there and writes nothing
+
+So a conversation expires, is evicted, purged and migrated whole, under one
+TTL. A page of ``list_items`` is one script call: HGET ``x:<after>``, then
+HMGET of the next ``limit + 1`` sequence numbers (more, in doubling chunks,
+only where items were deleted; at most :data:`.paging.SCAN_BUDGET` positions per
+call), so its cost does not grow with the conversation's length. A deleted
+conversation is replaced by a hash holding only ``ops``, for 5 minutes, so
+a re-sent delete still answers deleted; every read sees it as not found.
+"""
+
+from .base import ConversationStore
+from .checks import ID_PREFIXES, MAX_ITEMS_PER_CALL, MAX_LIMIT
+from .memory import HashStore, MemoryConversationStore
+from .models import Conversation, ConversationDeleted, ConversationItemList
+from .redis import RedisConversationStore
+
+__all__ = [
+    "ID_PREFIXES",
+    "MAX_ITEMS_PER_CALL",
+    "MAX_LIMIT",
+    "Conversation",
+    "ConversationDeleted",
+    "ConversationItemList",
+    "ConversationStore",
+    "HashStore",
+    "MemoryConversationStore",
+    "RedisConversationStore",
+]

@@ -1,0 +1,121 @@
+"""Conversations in Redis or Redis Cluster: every call is one ``lua/conv_*.lua`` script on ONE key.
+
+A conversation is one hash, ``<prefix>:{c:<conversation id>}:conv`` (fields:
+:mod:`redis_sessions.conversations`), so every script touches one key in one
+cluster slot: atomic on a standalone server and on a cluster alike, and it
+follows ``ASK`` during a slot migration. Each script is sent with
+``lua/conv_lib.lua`` in front of it (the token ring), and every reply is asked
+for undecoded (``NEVER_DECODE``), so a client made with ``decode_responses=True``
+works too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Mapping, Optional, Sequence, Union, cast
+
+from redis import exceptions as rx
+from redis.client import NEVER_DECODE
+
+from ..clock import Clock, system_clock
+from ..errors import ErrorCode, SessionError
+from ..items.base import MAX_BATCH_BYTES, MAX_ITEM_BYTES
+from ..keys import DEFAULT_PREFIX
+from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, translate_errors
+from ..replication import DEFAULT_ACK_TIMEOUT, ReplicaAcks, write_acked
+from ..responses.protocol import UNSET, _Unset
+from ..scripts import LuaScript, script
+from .base import ConversationStore, Reply
+
+
+class ConvScript(LuaScript):
+    """A ``conv_*`` script with ``lua/conv_lib.lua`` in front of it, replies undecoded."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.source = script("conv_lib").source + "\n" + self.source
+        self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
+
+    async def __call__(self, client: AnyRedis, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        try:
+            return await client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args, **{NEVER_DECODE: []})
+        except rx.NoScriptError:
+            return await client.execute_command("EVAL", self.source, len(keys), *keys, *args, **{NEVER_DECODE: []})
+
+
+SCRIPTS = {name: ConvScript(name) for name in ("conv_create", "conv_add", "conv_update", "conv_delete",
+                                               "conv_delete_item", "conv_get", "conv_item", "conv_list")}
+
+
+class RedisConversationStore(ConversationStore):
+    """Conversations in Redis or Redis Cluster.
+
+    ``client`` is a redis-py asyncio ``Redis`` or ``RedisCluster`` (never closed
+    here); ``from_url`` builds its own, one per event loop, which ``close()``
+    closes. ``replica_acks=N``: every write returns only once N replicas have it
+    (:mod:`redis_sessions.replication`).
+    """
+
+    def __init__(
+        self,
+        client: Optional[AnyRedis] = None,
+        *,
+        key_prefix: str = DEFAULT_PREFIX,
+        ttl_seconds: Union[float, None, _Unset] = UNSET,
+        sliding_ttl: bool = False,
+        max_item_bytes: int = MAX_ITEM_BYTES,
+        max_batch_bytes: int = MAX_BATCH_BYTES,
+        timeout: Optional[float] = DEFAULT_TIMEOUT,
+        link: Optional[RedisLink] = None,
+        replica_acks: int = 0,
+        replica_ack_timeout: float = DEFAULT_ACK_TIMEOUT,
+        clock: Clock = system_clock,
+    ) -> None:
+        super().__init__(key_prefix=key_prefix, ttl_seconds=ttl_seconds, sliding_ttl=sliding_ttl,
+                         max_item_bytes=max_item_bytes, max_batch_bytes=max_batch_bytes, clock=clock)
+        self.link = link if link is not None else RedisLink(client, timeout=timeout, raw_replies=True)
+        self.timeout = self.link.timeout
+        self._acks = ReplicaAcks.of(replica_acks, replica_ack_timeout)
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        cluster: Optional[bool] = None,
+        timeout: Optional[float] = DEFAULT_TIMEOUT,
+        redis_kwargs: Optional[Mapping[str, Any]] = None,
+        **options: Any,
+    ) -> "RedisConversationStore":
+        """A store with its own client per event loop (a cluster client for
+        ``redis+cluster://`` or ``cluster=True``); ``options`` as the constructor's. No I/O."""
+        if isinstance(redis_kwargs, Mapping) and "decode_responses" in redis_kwargs:
+            redis_kwargs = {k: v for k, v in redis_kwargs.items() if k != "decode_responses"}
+        link = RedisLink.to_url(url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs)
+        return cls(link=link, **options)
+
+    @property
+    def client(self) -> AnyRedis:
+        """The redis-py client this store uses on the running event loop."""
+        return self.link.client
+
+    async def close(self) -> None:
+        """Close the client this store built (``from_url``) for the running event loop."""
+        await self.link.close()
+
+    async def _run(self, name: str, key: str, args: list[bytes], write: bool) -> Reply:
+        lua = SCRIPTS[name]
+        where = f"conversation key {key!r}"
+        try:
+            if write and self._acks is not None:
+                reply = await write_acked(self.link.client, key, ("EVALSHA", lua.sha, 1, key, *args), self._acks,
+                                          fallback=("EVAL", lua.source, 1, key, *args))
+            else:
+                reply = await lua(self.link.client, (key,), args)
+        except Exception:
+            async with translate_errors(where):
+                raise
+            raise  # not a redis-py error: a bug of ours, as itself
+        if not isinstance(reply, list) or not reply:
+            raise SessionError(ErrorCode.RECORD_CORRUPT, f"{where}: unexpected script reply {reply!r}"[:300])
+        return cast(Reply, reply)
