@@ -8,6 +8,7 @@ from typing import Any, Literal, Optional
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .conversations import ConversationStore, MemoryConversationStore, RedisConversationStore
 from .errors import ErrorCode, SessionError
 from .ids import validate_id
 from .items import ItemSession, MemorySession, RedisSession
@@ -152,3 +153,17 @@ def create_item_session(config: SessionConfig, session_id: str) -> ItemSession:
                                  timeout=config.timeout_seconds, redis_kwargs=config.client_options(),
                                  replica_acks=config.replica_acks,
                                  replica_ack_timeout=config.replica_ack_timeout_seconds, **options)
+
+
+def create_conversation_store(config: SessionConfig) -> ConversationStore:
+    """A Conversations API store with the config's backend, prefix, TTL (and sliding),
+    item limits and client settings. A Redis store built here owns its client:
+    ``await store.close()`` when done."""
+    options: dict[str, Any] = dict(key_prefix=config.key_prefix, ttl_seconds=config.ttl_seconds,
+                                   sliding_ttl=config.sliding_ttl, max_batch_bytes=config.max_batch_bytes)
+    if config.store_backend == "memory":
+        return MemoryConversationStore(**options)
+    assert config.url is not None
+    return RedisConversationStore.from_url(config.url, cluster=config.cluster, timeout=config.timeout_seconds,
+                                           redis_kwargs=config.client_options(), replica_acks=config.replica_acks,
+                                           replica_ack_timeout=config.replica_ack_timeout_seconds, **options)
