@@ -21,3 +21,4 @@ app = create_app(
     model=stand_in_model,    # a real model: model=upstream_model(AsyncOpenAI())
 )
 store = app.state.store
+conversations = app.state.conversations

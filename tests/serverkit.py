@@ -11,6 +11,7 @@ import openai
 from starlette.applications import Starlette
 
 from chains import make_store
+from redis_sessions.conversations import ConversationStore, MemoryConversationStore, RedisConversationStore
 from redis_sessions.responses import ChainStore
 from redis_sessions.server import Model, create_app, stand_in_model
 
@@ -19,6 +20,7 @@ from redis_sessions.server import Model, create_app, stand_in_model
 class Served:
     app: Starlette
     store: ChainStore
+    conversations: ConversationStore
     client: openai.AsyncOpenAI
     http: httpx2.AsyncClient
 
@@ -28,9 +30,15 @@ def client_for(app: Any) -> tuple[openai.AsyncOpenAI, httpx2.AsyncClient]:
     return openai.AsyncOpenAI(http_client=http, base_url="http://server/v1", api_key="x", max_retries=0), http
 
 
+def make_conversations(backend: Any) -> ConversationStore:
+    if backend.client is None:
+        return MemoryConversationStore(key_prefix=backend.prefix, clock=backend.clock)
+    return RedisConversationStore(backend.client, key_prefix=backend.prefix)
+
+
 async def serve(backend: Any, *, model: Model = stand_in_model) -> AsyncIterator[Served]:
-    store = make_store(backend)
-    app = create_app(store, model=model)
+    store, conversations = make_store(backend), make_conversations(backend)
+    app = create_app(store, conversations, model=model)
     client, http = client_for(app)
-    yield Served(app, store, client, http)
+    yield Served(app, store, conversations, client, http)
     await http.aclose()

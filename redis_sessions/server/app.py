@@ -12,12 +12,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..config import SessionConfig, create_response_session_store
+from ..config import SessionConfig, create_conversation_store, create_response_session_store
+from ..conversations import ConversationStore
 from ..errors import SessionError
 from ..responses import ChainStore
 from .errors import ApiError
 from .model import Model, stand_in_model
-from .responses import ConversationLink, ResponsesApi
+from .conversations import ConversationsApi, StoreLink
+from .responses import ResponsesApi
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
@@ -63,30 +65,77 @@ def response_routes(api: ResponsesApi) -> list[Route]:
     ]
 
 
+def conversation_routes(api: ConversationsApi) -> list[Route]:
+    def ids(request: Request) -> tuple[str, str]:
+        return request.path_params["conversation_id"], request.path_params["item_id"]
+
+    async def create(request: Request) -> Response:
+        return JSONResponse(await api.create(await json_body(request)))
+
+    async def retrieve(request: Request) -> Response:
+        return JSONResponse(await api.retrieve(request.path_params["conversation_id"]))
+
+    async def update(request: Request) -> Response:
+        return JSONResponse(await api.update(request.path_params["conversation_id"], await json_body(request)))
+
+    async def delete(request: Request) -> Response:
+        return JSONResponse(await api.delete(request.path_params["conversation_id"]))
+
+    async def add_items(request: Request) -> Response:
+        return JSONResponse(await api.add_items(request.path_params["conversation_id"], await json_body(request)))
+
+    async def list_items(request: Request) -> Response:
+        return JSONResponse(await api.list_items(request.path_params["conversation_id"], request.query_params))
+
+    async def get_item(request: Request) -> Response:
+        return JSONResponse(await api.get_item(*ids(request)))
+
+    async def delete_item(request: Request) -> Response:
+        return JSONResponse(await api.delete_item(*ids(request)))
+
+    one, items, item = "/v1/conversations/{conversation_id}", "/v1/conversations/{conversation_id}/items", \
+        "/v1/conversations/{conversation_id}/items/{item_id}"
+    return [
+        Route("/v1/conversations", create, methods=["POST"]),
+        Route(one, retrieve, methods=["GET"]),
+        Route(one, update, methods=["POST"]),
+        Route(one, delete, methods=["DELETE"]),
+        Route(items, add_items, methods=["POST"]),
+        Route(items, list_items, methods=["GET"]),
+        Route(item, get_item, methods=["GET"]),
+        Route(item, delete_item, methods=["DELETE"]),
+    ]
+
+
 def create_app(
     store: ChainStore | None = None,
+    conversations: ConversationStore | None = None,
     *,
     model: Model = stand_in_model,
-    conversations: ConversationLink | None = None,
     config: SessionConfig | None = None,
     default_model: str = "stand-in",
 ) -> Starlette:
-    """The OpenAI-compatible server over ``store`` (built from ``config``, else from the
-    ``REDIS_SESSIONS_*`` environment, when not given; a store built here is closed when
-    the app shuts down). ``model`` answers every turn: :func:`stand_in_model` until you
-    pass ``upstream_model(openai.AsyncOpenAI())``."""
-    owned = store is None
+    """The OpenAI-compatible server over a response store and a conversation store.
+
+    A store not given is built from ``config`` (else from the ``REDIS_SESSIONS_*``
+    environment: Redis when ``REDIS_SESSIONS_URL`` is set, memory otherwise) and
+    closed when the app shuts down; stores given are the caller's to close.
+    ``model`` answers every turn: :func:`stand_in_model` until you pass
+    ``upstream_model(openai.AsyncOpenAI())``."""
     chain_store = store if store is not None else create_response_session_store(config or SessionConfig())
-    api = ResponsesApi(chain_store, model, conversations=conversations, default_model=default_model)
+    conv_store = conversations if conversations is not None else create_conversation_store(config or SessionConfig())
+    owned = [built for built, given in ((chain_store, store), (conv_store, conversations)) if given is None]
+    responses = ResponsesApi(chain_store, model, conversations=StoreLink(conv_store), default_model=default_model)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
-        if owned:
-            await chain_store.close()
+        for built in owned:
+            await built.close()
 
-    app = Starlette(routes=response_routes(api), lifespan=lifespan,
+    app = Starlette(routes=response_routes(responses) + conversation_routes(ConversationsApi(conv_store)),
+                    lifespan=lifespan,
                     exception_handlers={ApiError: api_error, SessionError: api_error, HTTPException: api_error})
     app.state.store = chain_store
-    app.state.responses = api
+    app.state.conversations = conv_store
     return app

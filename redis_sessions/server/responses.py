@@ -16,7 +16,7 @@ from ..errors import SessionError
 from ..models import Item, StoredResponseRequestSnapshot, StoredResponseSession, StoredResponseSnapshot
 from ..responses import ChainStore, request_input_items
 from .errors import ApiError
-from .items import input_items, output_item
+from .items import input_items, with_id
 from .model import Model, ModelCall
 from .paging import page, page_query
 
@@ -115,7 +115,7 @@ class ResponsesApi:
         history = await self._history(previous, conversation)
         reply = await self.model(ModelCall(model=model, instructions=request.instructions,
                                            input=history + items, body=dict(body)))
-        output = [output_item(item) for item in reply.output]
+        output = [with_id(item) for item in reply.output]
         response_id = await self.store.new_response_id(previous)  # in its parent's thread
         now = int(self.clock())
         session = StoredResponseSession(

@@ -1,0 +1,91 @@
+"""``/v1/conversations``: conversations and their items, over a :class:`ConversationStore`,
+and the link through which a response turn reads and extends a conversation."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import msgspec
+
+from ..conversations.base import ConversationStore
+from ..conversations.checks import MAX_ITEMS_PER_CALL
+from ..errors import SessionError
+from ..models import Item
+from .errors import ApiError
+from .items import items_of, shaped
+from .paging import MAX_LIMIT, page_query
+
+
+def _json(value: Any) -> dict[str, Any]:
+    body: dict[str, Any] = msgspec.to_builtins(value)
+    return body
+
+
+def _metadata(body: Mapping[str, Any]) -> Any:
+    value = body.get("metadata")
+    if value is not None and not isinstance(value, dict):
+        raise ApiError.invalid("metadata must be an object of strings", "metadata")
+    return value
+
+
+class ConversationsApi:
+    def __init__(self, store: ConversationStore) -> None:
+        self.store = store
+
+    async def create(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        given = body.get("items")
+        items = [shaped(item) for item in items_of(given, "items")] if given is not None else None
+        return _json(await self.store.create(items, _metadata(body)))
+
+    async def retrieve(self, conversation_id: str) -> dict[str, Any]:
+        return _json(await self.store.get(conversation_id))
+
+    async def update(self, conversation_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        if not isinstance(body.get("metadata"), dict):
+            raise ApiError.invalid("metadata is required: an object of strings", "metadata")
+        return _json(await self.store.update(conversation_id, body["metadata"]))
+
+    async def delete(self, conversation_id: str) -> dict[str, Any]:
+        return _json(await self.store.delete(conversation_id))
+
+    async def add_items(self, conversation_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        items = [shaped(item) for item in items_of(body.get("items"), "items")]
+        return _json(await self.store.add_items(conversation_id, items))
+
+    async def list_items(self, conversation_id: str, params: Mapping[str, str]) -> dict[str, Any]:
+        query = page_query(params)
+        return _json(await self.store.list_items(conversation_id, limit=query.limit, order=query.order,
+                                                 after=query.after))
+
+    async def get_item(self, conversation_id: str, item_id: str) -> dict[str, Any]:
+        return await self.store.get_item(conversation_id, item_id)
+
+    async def delete_item(self, conversation_id: str, item_id: str) -> dict[str, Any]:
+        return _json(await self.store.delete_item(conversation_id, item_id))
+
+
+class StoreLink:
+    """A response turn's view of a conversation (see :class:`.responses.ConversationLink`)."""
+
+    def __init__(self, store: ConversationStore) -> None:
+        self.store = store
+
+    async def history(self, conversation_id: str) -> list[Item]:
+        """Every item, oldest first, read in pages of 100 (one call each)."""
+        items: list[Item] = []
+        after: str | None = None
+        while True:
+            try:
+                page = await self.store.list_items(conversation_id, limit=MAX_LIMIT, order="asc", after=after)
+            except SessionError as exc:
+                raise ApiError.from_session_error(exc, "conversation") from None
+            items.extend(page.data)
+            if not page.has_more or page.last_id is None:
+                return items
+            after = page.last_id
+
+    async def append(self, conversation_id: str, items: list[Item]) -> None:
+        """The turn's items, 20 per call (the store's limit). Each call is atomic; a turn of
+        more than 20 items is several, so a failure can leave part of it appended."""
+        for start in range(0, len(items), MAX_ITEMS_PER_CALL):
+            await self.store.add_items(conversation_id, items[start:start + MAX_ITEMS_PER_CALL])
