@@ -1,0 +1,444 @@
+"""The Conversations API store on every backend: CRUD, items, paging, errors, TTL, re-sends.
+
+Every behaviour test runs on memory, fakeredis, a real redis-server and a real
+cluster (Valkey with ``REDIS_SESSIONS_TEST_SERVER=valkey``); TTLs on the fake
+clock (memory, fakeredis) and once for real with a short TTL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import pytest
+
+from conftest import Backend
+from redis_sessions.config import SessionConfig, create_conversation_store
+from redis_sessions.conversations import (
+    ConversationStore,
+    MemoryConversationStore,
+    RedisConversationStore,
+)
+from redis_sessions.conversations import base, paging
+from redis_sessions.errors import ErrorCode, SessionError
+
+
+def make_store(b: Backend, **options: Any) -> ConversationStore:
+    options.setdefault("ttl_seconds", 600)
+    if b.is_redis:
+        return RedisConversationStore(b.client, key_prefix=b.prefix, clock=b.clock, **options)
+    return MemoryConversationStore(key_prefix=b.prefix, clock=b.clock, **options)
+
+
+def msg(text: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "message", "role": "user", "content": text, **extra}
+
+
+async def code_of(call: Any) -> ErrorCode:
+    with pytest.raises(SessionError) as err:
+        await call
+    return err.value.code
+
+
+async def filled(store: ConversationStore, count: int) -> tuple[str, list[str]]:
+    """A conversation of ``count`` messages "0".."count-1"; their ids, oldest first."""
+    conv = await store.create()
+    ids: list[str] = []
+    for start in range(0, count, 20):
+        added = await store.add_items(conv.id, [msg(str(n)) for n in range(start, min(count, start + 20))])
+        ids += [str(i["id"]) for i in added.data]
+    return conv.id, ids
+
+
+async def walk(store: ConversationStore, conv: str, limit: int, order: str) -> list[list[str]]:
+    """Every page, following last_id while has_more: the contents, page by page."""
+    pages: list[list[str]] = []
+    after = None
+    while True:
+        page = await store.list_items(conv, limit=limit, order=order, after=after)  # type: ignore[arg-type]
+        pages.append([i["content"] for i in page.data])
+        assert page.first_id == (page.data[0]["id"] if page.data else None)
+        assert page.last_id == (page.data[-1]["id"] if page.data else None)
+        if not page.has_more:
+            return pages
+        assert len(page.data) == limit
+        after = page.last_id
+
+
+# -- conversations ----------------------------------------------------------------------
+async def test_create_get_update_delete(backend: Backend) -> None:
+    store = make_store(backend)
+    conv = await store.create(items=[msg("hi")], metadata={"topic": "demo"})
+    assert re.fullmatch(r"conv_[0-9a-f]{48}", conv.id)
+    assert conv.object == "conversation" and conv.metadata == {"topic": "demo"}
+    assert conv.created_at == int(backend.clock())
+    assert await store.get(conv.id) == conv
+    updated = await store.update(conv.id, {"topic": "other", "k": "v"})
+    assert updated.metadata == {"topic": "other", "k": "v"} and updated.created_at == conv.created_at
+    assert await store.get(conv.id) == updated
+    deleted = await store.delete(conv.id)
+    assert (deleted.id, deleted.object, deleted.deleted) == (conv.id, "conversation.deleted", True)
+    for call in (store.get(conv.id), store.delete(conv.id), store.update(conv.id, {}),
+                 store.add_items(conv.id, [msg("x")]), store.list_items(conv.id), store.get_item(conv.id, "msg_1"),
+                 store.delete_item(conv.id, "msg_1")):
+        assert await code_of(call) is ErrorCode.CONVERSATION_NOT_FOUND
+
+
+async def test_unknown_conversation_is_404_and_bad_ids_are_400(backend: Backend) -> None:
+    store = make_store(backend)
+    err = await code_of(store.get("conv_nope"))
+    assert err is ErrorCode.CONVERSATION_NOT_FOUND
+    with pytest.raises(SessionError) as exc:
+        await store.get("conv_nope")
+    assert exc.value.http_status == 404
+    for bad in ("", "a b", "{x}", 5):
+        assert await code_of(store.get(bad)) is ErrorCode.ID_INVALID  # type: ignore[arg-type]
+
+
+async def test_a_new_conversation_has_empty_metadata_and_no_items(backend: Backend) -> None:
+    store = make_store(backend)
+    conv = await store.create()
+    assert conv.metadata == {}
+    for order in ("asc", "desc"):
+        page = await store.list_items(conv.id, order=order)  # type: ignore[arg-type]
+        assert (page.object, page.data, page.first_id, page.last_id, page.has_more) == ("list", [], None, None, False)
+
+
+@pytest.mark.parametrize("metadata", [
+    {f"k{i}": "v" for i in range(17)},
+    {"k" * 65: "v"},
+    {"k": "v" * 513},
+    {"k": 1},
+    {1: "v"},
+    ["k", "v"],
+])
+async def test_metadata_outside_openais_limits_is_refused_and_nothing_is_written(backend: Backend, metadata: Any) -> None:
+    store = make_store(backend)
+    conv = await store.create(metadata={"keep": "me"})
+    assert await code_of(store.update(conv.id, metadata)) is ErrorCode.INPUT_INVALID
+    assert await code_of(store.create(metadata=metadata)) is ErrorCode.INPUT_INVALID
+    assert (await store.get(conv.id)).metadata == {"keep": "me"}
+
+
+async def test_metadata_at_openais_limits_is_accepted(backend: Backend) -> None:
+    store = make_store(backend)
+    metadata = {f"{i:02d}" + "k" * 62: "v" * 512 for i in range(16)}
+    conv = await store.create(metadata=metadata)
+    assert (await store.get(conv.id)).metadata == metadata
+
+
+# -- items --------------------------------------------------------------------------
+async def test_items_get_ids_minted_by_type_and_keep_their_own(backend: Backend) -> None:
+    store = make_store(backend)
+    conv = await store.create()
+    items = [
+        msg("a"),
+        {"role": "assistant", "content": "b"},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+        {"type": "reasoning", "summary": []},
+        {"type": "something_new"},
+        msg("mine", id="msg_custom"),
+    ]
+    added = await store.add_items(conv.id, items)
+    ids = [i["id"] for i in added.data]
+    prefixes = [i.rsplit("_", 1)[0] for i in ids[:6]]
+    assert prefixes == ["msg", "msg", "fc", "fco", "rs", "item"]
+    assert all(re.fullmatch(r"[a-z]+_[0-9a-f]{48}", i) for i in ids[:6])
+    assert ids[6] == "msg_custom"
+    assert (added.first_id, added.last_id, added.has_more) == (ids[0], ids[-1], False)
+    assert [{k: v for k, v in i.items() if k != "id"} for i in added.data] == [
+        {k: v for k, v in i.items() if k != "id"} for i in items]
+    assert "id" not in items[0]  # the caller's dicts are not changed
+    for item in added.data:
+        assert await store.get_item(conv.id, item["id"]) == item
+
+
+async def test_add_items_refuses_bad_batches_whole(backend: Backend) -> None:
+    store = make_store(backend)
+    conv = await store.create(items=[msg("first", id="msg_1")])
+    cases: list[tuple[Any, ErrorCode]] = [
+        ([msg(str(i)) for i in range(21)], ErrorCode.INPUT_INVALID),
+        ([], ErrorCode.INPUT_INVALID),
+        ("not a list", ErrorCode.INPUT_INVALID),
+        ([msg("x"), "y"], ErrorCode.INPUT_INVALID),
+        ([msg("x", id="same"), msg("y", id="same")], ErrorCode.INPUT_INVALID),
+        ([msg("x", id="bad id")], ErrorCode.ID_INVALID),
+        ([msg("x"), msg("y", id="msg_1")], ErrorCode.STORE_CONFLICT),
+        ([msg("x" * (2 << 20))], ErrorCode.RECORD_TOO_LARGE),
+    ]
+    for items, code in cases:
+        assert await code_of(store.add_items(conv.id, items)) is code, items if len(str(items)) < 200 else code
+    page = await store.list_items(conv.id)
+    assert [i["content"] for i in page.data] == ["first"]
+    assert await code_of(store.create(items=[msg(str(i)) for i in range(21)])) is ErrorCode.INPUT_INVALID
+    conv20 = await store.create(items=[msg(str(i)) for i in range(20)])
+    assert len((await store.list_items(conv20.id, limit=100)).data) == 20
+
+
+async def test_delete_item_returns_the_conversation_and_the_id_can_be_used_again(backend: Backend) -> None:
+    store = make_store(backend)
+    conv = await store.create(items=[msg("a", id="msg_a"), msg("b", id="msg_b")], metadata={"m": "1"})
+    assert await store.delete_item(conv.id, "msg_a") == conv
+    assert await code_of(store.get_item(conv.id, "msg_a")) is ErrorCode.CONVERSATION_ITEM_NOT_FOUND
+    assert await code_of(store.delete_item(conv.id, "msg_a")) is ErrorCode.CONVERSATION_ITEM_NOT_FOUND
+    assert await code_of(store.get_item(conv.id, "msg_never")) is ErrorCode.CONVERSATION_ITEM_NOT_FOUND
+    assert await code_of(store.delete_item(conv.id, "msg_never")) is ErrorCode.CONVERSATION_ITEM_NOT_FOUND
+    assert [i["content"] for i in (await store.list_items(conv.id)).data] == ["b"]
+    await store.add_items(conv.id, [msg("a again", id="msg_a")])  # a deleted item's id is free
+    assert (await store.get_item(conv.id, "msg_a"))["content"] == "a again"
+    assert [i["content"] for i in (await store.list_items(conv.id, order="asc")).data] == ["b", "a again"]
+
+
+# -- paging -------------------------------------------------------------------------
+@pytest.mark.parametrize("count,limit", [(0, 20), (1, 1), (20, 20), (21, 20), (40, 20), (41, 20), (45, 1),
+                                         (100, 100), (101, 100), (57, 7)])
+async def test_pages_cover_the_conversation_in_order_with_exact_boundaries(backend: Backend, count: int,
+                                                                           limit: int) -> None:
+    store = make_store(backend)
+    conv, _ = await filled(store, count)
+    expected = [str(n) for n in range(count)]
+    asc = await walk(store, conv, limit, "asc")
+    desc = await walk(store, conv, limit, "desc")
+    assert [x for p in asc for x in p] == expected
+    assert [x for p in desc for x in p] == expected[::-1]
+    full, rest = divmod(count, limit)
+    assert len(asc) == len(desc) == max(1, full + (1 if rest else 0))  # no trailing empty page
+    assert (await store.list_items(conv)).data == (await store.list_items(conv, limit=20, order="desc")).data
+
+
+async def test_after_a_deleted_item_pages_from_where_it_stood(backend: Backend) -> None:
+    store = make_store(backend)
+    conv, ids = await filled(store, 10)
+    await store.delete_item(conv, ids[4])
+    await store.delete_item(conv, ids[5])
+    page = await store.list_items(conv, order="asc", after=ids[4], limit=3)
+    assert [i["content"] for i in page.data] == ["6", "7", "8"] and page.has_more
+    page = await store.list_items(conv, order="desc", after=ids[5], limit=3)
+    assert [i["content"] for i in page.data] == ["3", "2", "1"] and page.has_more
+    page = await store.list_items(conv, order="desc", after=ids[0])
+    assert (page.data, page.has_more) == ([], False)
+    await store.delete_item(conv, ids[9])
+    page = await store.list_items(conv, order="asc", after=ids[8])
+    assert (page.data, page.has_more) == ([], False)
+
+
+async def test_bad_limit_order_or_cursor_is_400(backend: Backend) -> None:
+    store = make_store(backend)
+    conv, _ = await filled(store, 3)
+    for limit in (0, 101, -1, True, "5", None):
+        assert await code_of(store.list_items(conv, limit=limit)) is ErrorCode.INPUT_INVALID  # type: ignore[arg-type]
+    for order in ("ASC", "", None, "newest"):
+        assert await code_of(store.list_items(conv, order=order)) is ErrorCode.INPUT_INVALID  # type: ignore[arg-type]
+    assert await code_of(store.list_items(conv, after="msg_unknown")) is ErrorCode.INPUT_INVALID
+    assert await code_of(store.list_items(conv, after="a b")) is ErrorCode.ID_INVALID
+    other, other_ids = await filled(store, 1)
+    assert await code_of(store.list_items(conv, after=other_ids[0])) is ErrorCode.INPUT_INVALID
+
+
+class Counting:
+    """Counts a store's script calls by name."""
+
+    def __init__(self, store: ConversationStore) -> None:
+        self.calls: dict[str, int] = {}
+        run = store._run
+
+        async def counted(name: str, key: str, args: list[bytes], write: bool) -> Any:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return await run(name, key, args, write)
+
+        store._run = counted  # type: ignore[method-assign]
+
+
+async def test_a_page_is_one_call_and_runs_of_deleted_items_cost_one_call_per_budget(
+        backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(paging, "SCAN_BUDGET", 32)
+    store = make_store(backend)
+    conv, ids = await filled(store, 120)
+    counting = Counting(store)
+    page = await store.list_items(conv, limit=20, after=ids[60])
+    assert [i["content"] for i in page.data] == [str(n) for n in range(59, 39, -1)]
+    assert counting.calls == {"conv_list": 1}
+    for item_id in ids[1:101]:  # 100 holes, between "0" and "101"
+        await store.delete_item(conv, item_id)
+    for order, expected in (("asc", ["0", "101", "102"]), ("desc", ["119", "118", "117"])):
+        counting.calls.clear()
+        page = await store.list_items(conv, limit=3, order=order)  # type: ignore[arg-type]
+        assert [i["content"] for i in page.data] == expected
+        assert counting.calls == {"conv_list": 4 if order == "asc" else 1}  # asc crosses the 100 holes
+    counting.calls.clear()
+    page = await store.list_items(conv, limit=5, order="desc", after=ids[102])
+    assert [i["content"] for i in page.data] == ["101", "0"] and not page.has_more
+    assert counting.calls["conv_list"] == 4  # 102 positions, at most 32 per call
+    counting.calls.clear()
+    page = await store.list_items(conv, limit=5, order="asc", after=ids[50])  # a deleted cursor inside the run
+    assert [i["content"] for i in page.data] == ["101", "102", "103", "104", "105"] and page.has_more
+
+
+async def test_ten_thousand_deleted_items_before_one_live_one(backend: Backend) -> None:
+    """The scan reads at most SCAN_BUDGET positions per call, so the page takes a
+    bounded number of calls (10,000 / 1024, rounded up, plus one)."""
+    store = make_store(backend)
+    conv = await store.create()
+    key = store.keys.conversation(conv.id)
+    # 10,000 items added and deleted leave n = 10000 and x: cursors, without the i: fields.
+    holes = 10_000
+    if backend.is_redis:
+        await backend.client.hset(key, mapping={"n": holes, **{f"x:gone{n}": n + 1 for n in range(holes)}})
+    else:
+        assert isinstance(store, MemoryConversationStore)
+        fields = store.store._keys[key].fields
+        fields.update({"n": str(holes).encode(), **{f"x:gone{n}": str(n + 1).encode() for n in range(holes)}})
+    live = await store.add_items(conv.id, [msg("live")])
+    counting = Counting(store)
+    page = await store.list_items(conv.id, order="asc")
+    assert [i["content"] for i in page.data] == ["live"] and not page.has_more
+    assert counting.calls["conv_list"] == 10
+    counting.calls.clear()
+    page = await store.list_items(conv.id, order="desc")
+    assert [i["content"] for i in page.data] == ["live"] and not page.has_more
+    assert counting.calls["conv_list"] == 10  # desc: "live", then the run, to its end
+    counting.calls.clear()
+    page = await store.list_items(conv.id, order="desc", limit=1)  # has_more: is anything live below?
+    assert page.data[0]["id"] == live.data[0]["id"] and not page.has_more
+    assert counting.calls["conv_list"] == 10
+
+
+# -- re-sends (the lost reply, without a proxy) ------------------------------------------
+async def test_every_write_resent_with_its_token_has_one_effect(backend: Backend) -> None:
+    store = make_store(backend)
+    conv = await store.create(items=[msg("a", id="msg_a"), msg("b", id="msg_b")])
+    key_id = conv.id
+    pair = [b"msg_c", base.encode(msg("c", id="msg_c"))]
+    for _ in range(2):
+        assert await store._write("conv_add", key_id, [600_000, b"t_add", *pair]) == [b"ok"]
+    for _ in range(2):
+        reply = await store._write("conv_delete_item", key_id, [600_000, b"t_del", "msg_a"])
+        assert reply[0] == b"ok"
+    for _ in range(2):
+        reply = await store._write("conv_update", key_id, [600_000, b"t_upd", base.encode({"u": "1"})])
+        assert reply[0] == b"ok"
+    page = await store.list_items(conv.id, order="asc")
+    assert [i["content"] for i in page.data] == ["b", "c"]
+    assert (await store.get(conv.id)).metadata == {"u": "1"}
+    for _ in range(2):
+        assert await store._write("conv_delete", key_id, [b"t_gone"]) == [b"ok"]
+    assert await code_of(store.get(conv.id)) is ErrorCode.CONVERSATION_NOT_FOUND
+    assert await code_of(store.delete(conv.id)) is ErrorCode.CONVERSATION_NOT_FOUND  # a new delete: 404
+
+
+async def test_the_ring_remembers_sixteen_writes(backend: Backend) -> None:
+    store = make_store(backend)
+    conv = await store.create()
+    pair = [b"msg_first", base.encode(msg("first", id="msg_first"))]
+    assert await store._write("conv_add", conv.id, [600_000, b"t_first", *pair]) == [b"ok"]
+    for n in range(15):
+        await store.add_items(conv.id, [msg(str(n))])
+    assert await store._write("conv_add", conv.id, [600_000, b"t_first", *pair]) == [b"ok"]  # 16th newest
+    await store.add_items(conv.id, [msg("one more")])
+    assert (await store._write("conv_add", conv.id, [600_000, b"t_first", *pair]))[0] == b"dup"  # forgotten
+    if backend.is_redis:
+        ring = await backend.client.hget(store.keys.conversation(conv.id), "ops")
+        assert ring.count(b"\n") == 16 and len(ring) == 16 * 19
+
+
+# -- TTL ---------------------------------------------------------------------------------
+async def test_writes_set_the_ttl_and_it_expires_on_the_fake_clock(clocked: Backend) -> None:
+    store = make_store(clocked, ttl_seconds=10)
+    conv = await store.create(items=[msg("a")])
+    clocked.clock.advance(9)
+    await store.get(conv.id)  # a read does not refresh (no sliding)
+    await store.add_items(conv.id, [msg("b")])  # a write does
+    clocked.clock.advance(9)
+    assert len((await store.list_items(conv.id)).data) == 2
+    clocked.clock.advance(2)
+    assert await code_of(store.get(conv.id)) is ErrorCode.CONVERSATION_NOT_FOUND
+
+
+async def test_sliding_ttl_refreshes_on_reads(clocked: Backend) -> None:
+    store = make_store(clocked, ttl_seconds=10, sliding_ttl=True)
+    conv = await store.create(items=[msg("a", id="msg_a")])
+    for read in (lambda: store.get(conv.id), lambda: store.list_items(conv.id),
+                 lambda: store.get_item(conv.id, "msg_a")):
+        clocked.clock.advance(9)
+        await read()
+    clocked.clock.advance(11)
+    assert await code_of(store.get(conv.id)) is ErrorCode.CONVERSATION_NOT_FOUND
+
+
+async def test_a_deleted_conversation_keeps_only_its_ring_for_five_minutes(clocked: Backend) -> None:
+    store = make_store(clocked, ttl_seconds=None)
+    conv = await store.create(items=[msg("a")])
+    await store.delete(conv.id)
+    key = store.keys.conversation(conv.id)
+    if clocked.is_redis:
+        assert await clocked.client.hkeys(key) == [b"ops"]
+    else:
+        assert isinstance(store, MemoryConversationStore)
+        raw = store.store.raw(key, clocked.clock())
+        assert raw is not None and list(raw[0]) == ["ops"]
+    clocked.clock.advance(301)
+    assert (await clocked.client.exists(key) if clocked.is_redis else store.store.raw(key, clocked.clock())) in (0, None)
+
+
+async def test_the_default_ttl_is_the_configs(redis_backend: Backend) -> None:
+    store = RedisConversationStore(redis_backend.client, key_prefix=redis_backend.prefix)
+    conv = await store.create()
+    ttl = await redis_backend.client.ttl(store.keys.conversation(conv.id))
+    assert 30 * 86400 - 5 <= ttl <= 30 * 86400
+    forever = RedisConversationStore(redis_backend.client, key_prefix=redis_backend.prefix, ttl_seconds=None)
+    conv = await forever.create()
+    assert await redis_backend.client.ttl(forever.keys.conversation(conv.id)) == -1
+
+
+async def test_a_real_short_ttl_expires(real_backend: Backend) -> None:
+    store = RedisConversationStore(real_backend.client, key_prefix=real_backend.prefix, ttl_seconds=1)
+    conv = await store.create(items=[msg("a")])
+    assert (await store.get(conv.id)).id == conv.id
+    await asyncio.sleep(1.3)
+    assert await code_of(store.get(conv.id)) is ErrorCode.CONVERSATION_NOT_FOUND
+
+
+# -- the factory, clients, scripts ----------------------------------------------------
+async def test_the_factory_builds_from_the_same_config(real_backend: Backend) -> None:
+    memory = create_conversation_store(SessionConfig(ttl_seconds=60))
+    assert isinstance(memory, MemoryConversationStore) and memory.ttl_seconds == 60
+    store = create_conversation_store(SessionConfig(url=real_backend.url, key_prefix=real_backend.prefix,
+                                                    ttl_seconds=120, sliding_ttl=True))
+    assert isinstance(store, RedisConversationStore) and store.sliding_ttl
+    try:
+        conv = await store.create(items=[msg("a")])
+        assert [i["content"] for i in (await store.list_items(conv.id)).data] == ["a"]
+        assert 100 < await real_backend.client.ttl(store.keys.conversation(conv.id)) <= 120
+    finally:
+        await store.close()
+
+
+async def test_every_script_runs_after_script_flush(real_backend: Backend) -> None:
+    store = make_store(real_backend)
+    conv = await store.create(items=[msg("a", id="msg_a")])
+    calls = [lambda: store.get(conv.id), lambda: store.list_items(conv.id), lambda: store.get_item(conv.id, "msg_a"),
+             lambda: store.add_items(conv.id, [msg("b")]), lambda: store.update(conv.id, {"a": "b"}),
+             lambda: store.delete_item(conv.id, "msg_a"), lambda: store.create(), lambda: store.delete(conv.id)]
+    for call in calls:
+        await real_backend.client.script_flush()
+        await call()
+
+
+async def test_a_client_that_decodes_responses_works(real_backend: Backend) -> None:
+    from redis.asyncio import Redis
+
+    if real_backend.name == "cluster":
+        from redis.asyncio.cluster import RedisCluster
+
+        client: Any = RedisCluster.from_url(real_backend.url.replace("redis+cluster", "redis"), decode_responses=True)
+    else:
+        client = Redis.from_url(real_backend.url, decode_responses=True)
+    try:
+        store = RedisConversationStore(client, key_prefix=real_backend.prefix)
+        conv = await store.create(items=[msg("é")], metadata={"k": "ü"})
+        assert (await store.get(conv.id)).metadata == {"k": "ü"}
+        assert (await store.list_items(conv.id)).data[0]["content"] == "é"
+    finally:
+        await client.aclose()
