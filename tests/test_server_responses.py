@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterator
 
+import httpx2
 import openai
 import pytest
 from openai.types.responses import Response, ResponseItemList
 
-from serverkit import Served, client_for, serve
+from chains import make_store
+from serverkit import Served, client_for, make_conversations, serve
 from redis_sessions import MemoryResponseSessionStore
-from redis_sessions.server import create_app, upstream_model
+from redis_sessions.conversations import MemoryConversationStore
+from redis_sessions.server import ModelCall, ModelReply, create_app, upstream_model
 
 
 @pytest.fixture
@@ -176,8 +179,9 @@ async def test_upstream_model_is_the_one_line_swap(served: Served) -> None:
     upstream_model(AsyncOpenAI(...)): history lives in the first, the second sees it
     all in one stateless (store=False) call per turn."""
     upstream = MemoryResponseSessionStore()
-    upstream_client, upstream_http = client_for(create_app(upstream))
-    gateway_client, gateway_http = client_for(create_app(served.store, model=upstream_model(upstream_client)))
+    upstream_client, upstream_http = client_for(create_app(upstream, MemoryConversationStore()))
+    gateway_client, gateway_http = client_for(create_app(served.store, served.conversations,
+                                                         model=upstream_model(upstream_client)))
     first = await gateway_client.responses.create(model="test-model", input="hello")
     second = await gateway_client.responses.create(model="test-model", input="again", previous_response_id=first.id)
     assert second.output_text == "(3 items so far) you said: again"
@@ -185,3 +189,17 @@ async def test_upstream_model_is_the_one_line_swap(served: Served) -> None:
     assert upstream.round_trips == 0  # store=False upstream: nothing was saved there
     await upstream_http.aclose()
     await gateway_http.aclose()
+
+
+async def test_a_failing_model_is_a_500_in_openai_shape(backend: Any) -> None:
+    async def broken(call: ModelCall) -> ModelReply:
+        raise RuntimeError("the model is down")
+
+    app = create_app(make_store(backend), make_conversations(backend), model=broken)
+    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app, raise_app_exceptions=False))
+    client = openai.AsyncOpenAI(http_client=http, base_url="http://server/v1", api_key="x", max_retries=0)
+    with pytest.raises(openai.InternalServerError) as caught:
+        await client.responses.create(model="test-model", input="hello")
+    assert caught.value.body == {"message": "The server had an error while processing your request.",  # type: ignore[comparison-overlap]
+                                 "type": "server_error", "param": None, "code": "server_error"}
+    await http.aclose()

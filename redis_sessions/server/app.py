@@ -44,6 +44,13 @@ async def api_error(request: Request, exc: Exception) -> Response:
     return JSONResponse(exc.body(), status_code=exc.status)
 
 
+async def internal_error(request: Request, exc: Exception) -> Response:
+    """Anything else (a model call that raised, a bug) is a 500 in the same shape; the
+    exception still reaches the ASGI server, which logs it."""
+    body = ApiError(500, "The server had an error while processing your request.", code="server_error").body()
+    return JSONResponse(body, status_code=500)
+
+
 def response_routes(api: ResponsesApi) -> list[Route]:
     async def create(request: Request) -> Response:
         return JSONResponse(await api.create(await json_body(request)))
@@ -135,7 +142,8 @@ def create_app(
 
     app = Starlette(routes=response_routes(responses) + conversation_routes(ConversationsApi(conv_store)),
                     lifespan=lifespan,
-                    exception_handlers={ApiError: api_error, SessionError: api_error, HTTPException: api_error})
+                    exception_handlers={ApiError: api_error, SessionError: api_error, HTTPException: api_error,
+                                        Exception: internal_error})
     app.state.store = chain_store
     app.state.conversations = conv_store
     return app
