@@ -13,6 +13,8 @@ from redis.asyncio import Redis
 from chains import all_keys, build_chain, make_store, record, save_in_process
 from redis_sessions import ErrorCode, RedisResponseSessionStore, SessionError, new_response_id
 from redis_sessions.ids import thread_of
+from redis_sessions.responses.redis_engine import INLINE_BYTES, WALK_HOPS
+from redis_sessions.responses.store import encode_record
 from servers import free_port
 
 
@@ -134,22 +136,37 @@ async def reads_processed(nodes: list[Redis]) -> int:
     return sum([(await node.info("stats"))["total_reads_processed"] for node in nodes])
 
 
-@pytest.mark.parametrize("depth", [1, 100])
-async def test_the_server_sees_one_request_per_resolve_at_any_depth(real_backend, depth):
-    store = make_store(real_backend, max_depth=200)
-    ids = await build_chain(store, depth)
-    await store.save(record("ext-leaf", ids[-1]))
+@pytest.mark.parametrize("depth, payload", [(1, ""), (10, ""), (100, ""), (3, "x" * 4000), (2500, "")])
+async def test_requests_per_resolve_follow_the_cost_model(real_backend, depth, payload):
+    """Requests the server reads for one resolve: the locator of a foreign id (1), one walk
+    per WALK_HOPS hops, and one more for the records unless they total at most INLINE_BYTES
+    (then the walk's reply carries them). A pipeline of HMGET slices arrives in one read."""
+    store = make_store(real_backend, max_depth=5000)
+    ids: list[str] = []
+    parent = None
+    for i in range(depth):
+        rid = new_response_id(parent)
+        await store.save(record(rid, parent, f"turn {i}", payload=payload))
+        ids.append(rid)
+        parent = rid
+    await store.save(record("ext-leaf", ids[-1], payload=payload))
     ports = real_backend.server.ports if real_backend.name == "cluster" else [real_backend.server.port]
     nodes = [Redis(port=port) for port in ports]
     await reads_processed(nodes)  # connect first: a new connection sends setup commands
     await store.resolve_chain("ext-leaf")  # and load the script, should an earlier test have flushed it
-    for leaf, allowed in ((ids[-1], 1), ("ext-leaf", 2)):
-        before = await reads_processed(nodes)
+    for leaf, locator in ((ids[-1], 0), ("ext-leaf", 1)):
+        chain = (await store.resolve_chain(leaf)).sessions
+        stored = sum(len(encode_record(s)) for s in chain)
+        walks = -(-len(chain) // WALK_HOPS)
+        expected = locator + walks + (0 if stored <= INLINE_BYTES else 1)
+        before, trips = await reads_processed(nodes), store.round_trips
         snap = await store.resolve_chain(leaf)
         after = await reads_processed(nodes)
         assert len(snap.sessions) == depth + (leaf == "ext-leaf")
-        # each INFO is itself a read, counted at the next reading: one per node
-        assert after - before - len(nodes) <= allowed
+        assert store.round_trips - trips == expected
+        if depth <= 100:  # a longer request (2,500 field names) takes the server several socket reads
+            # each INFO is itself a read, counted at the next reading: one per node
+            assert after - before - len(nodes) == expected
     for node in nodes:
         await node.aclose()
 

@@ -94,6 +94,16 @@ def decode_chain(records: Sequence[object], where: str) -> list[StoredResponseSe
     return sessions
 
 
+def linked(sessions: list[StoredResponseSession], start: str) -> bool:
+    """Whether ``sessions`` (oldest first) is one chain ending at ``start``, each turn's
+    parent the turn before it: what the records say, against what the walk followed."""
+    if not sessions:
+        return True
+    if sessions[-1].id != start or sessions[0].previous_response_id is not None:
+        return False
+    return all(later.previous_response_id == earlier.id for earlier, later in zip(sessions, sessions[1:]))
+
+
 def build_snapshot(
     previous_response_id: str | None,
     sessions: list[StoredResponseSession],

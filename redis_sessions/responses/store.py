@@ -42,13 +42,15 @@ from ..models import (
 )
 from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, bounded
 from ..replication import DEFAULT_ACK_TIMEOUT, ReplicaAcks
-from .chain import build_snapshot, check_walk, decode_chain
+from .chain import build_snapshot, check_walk, decode_chain, linked
 from .memory_engine import MemoryChainEngine
 from .protocol import UNSET, ChainEngine, SaveRequest, _Unset, new_token
 from .redis_engine import RedisChainEngine
 
 DEFAULT_TTL_SECONDS = 30 * 24 * 3600  # the Responses API keeps stored responses for 30 days
 DEFAULT_MAX_DEPTH = 64
+READ_ATTEMPTS = 3
+"""How often resolve_chain reads a chain that changed between its walk and its read."""
 DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
 OVERWRITE_CYCLE_WALK_LIMIT = 100_000
 MAX_DEPTH_LIMIT = 100_000
@@ -233,13 +235,21 @@ class ChainStore:
         if thread is None:
             check_walk("missing", previous_response_id, previous_response_id, depth)
             raise AssertionError("unreachable")
-        # max_depth=0: one record is read only to tell "too long" from "missing".
-        status, detail, records = await self.engine.walk(
-            thread, previous_response_id, depth or 1, self._slide_ms if depth else 0)
-        if depth == 0 and records:
-            status, detail = "depth", previous_response_id
-        check_walk(status, detail, previous_response_id, depth)
-        sessions = decode_chain(records, self.keys.thread(thread))
+        for attempt in range(1, READ_ATTEMPTS + 1):
+            # max_depth=0: one record is read only to tell "too long" from "missing".
+            status, detail, records = await self.engine.walk(
+                thread, previous_response_id, depth or 1, self._slide_ms if depth else 0)
+            if depth == 0 and records:
+                status, detail = "depth", previous_response_id
+            check_walk(status, detail, previous_response_id, depth)
+            sessions = decode_chain(records, self.keys.thread(thread))
+            # A long chain is walked, then read: a record overwritten in between (another
+            # parent) shows here, and the chain is read again rather than returned mixed.
+            if linked(sessions, previous_response_id):
+                break
+            if attempt == READ_ATTEMPTS:
+                raise SessionError(ErrorCode.BACKEND_UNAVAILABLE,
+                                   f"the chain of {previous_response_id!r} kept changing while it was read")
         return build_snapshot(
             previous_response_id,
             sessions,
