@@ -120,6 +120,8 @@ async def test_responses_in_a_conversation(served: Served) -> None:
     listed = [i async for i in client.conversations.items.list(conversation.id, order="asc")]
     assert [text_of(i) for i in listed] == ["context", "hello", first.output_text, "again", second.output_text]
     assert listed[2].id == first.output[0].id and listed[4].id == second.output[0].id  # the response's own ids
+    raw_page = await client.conversations.items.with_raw_response.list(conversation.id, order="asc")
+    ConversationItemList.model_validate(raw_page.http_response.json())  # input and output items, strictly
     own = await client.responses.input_items.list(second.id)
     assert [text_of(i) for i in own.data] == ["again"] and own.data[0].id == listed[3].id
     fetched = await client.responses.retrieve(second.id)
