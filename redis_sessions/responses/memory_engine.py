@@ -176,6 +176,21 @@ class MemoryChainEngine:
             cur = str(entry.fields.get(f"p:{cur}", ""))
         return "ok", "", records
 
+    # -- delete_thread: HSCAN, UNLINK, DEL --------------------------------------------
+    async def thread_ids(self, thread: str) -> list[str]:
+        self.round_trips += 1
+        entry = self._live_thread(thread)
+        return [] if entry is None else [f[2:] for f in entry.fields if f.startswith("p:")]
+
+    async def drop(self, thread: str) -> None:
+        self.round_trips += 1
+        self.threads.pop(thread, None)
+
+    async def unpoint_many(self, response_ids: Sequence[str]) -> None:
+        self.round_trips += 1
+        for rid in response_ids:
+            self.locators.pop(rid, None)
+
     # -- threads: chain_delete.lua ----------------------------------------------
     async def delete(self, thread: str, response_id: str, token: str) -> bool:
         self.round_trips += 1

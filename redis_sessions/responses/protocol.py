@@ -45,6 +45,8 @@ class ResponseSessionStore(Protocol):
 
     async def delete(self, response_id: str) -> bool: ...
 
+    async def delete_thread(self, response_id: str) -> int: ...
+
     async def close(self) -> None: ...
 
 
@@ -135,5 +137,14 @@ class ChainEngine(Protocol):
 
     async def delete(self, thread: str, response_id: str, token: str) -> bool:
         """Remove one record; a call whose ``token`` already ran answers as it did then."""
+
+    async def thread_ids(self, thread: str) -> list[str]:
+        """The ids of every record in the thread, read in bounded pages (one round trip each)."""
+
+    async def drop(self, thread: str) -> None:
+        """Remove the whole thread (freed in the background on Redis)."""
+
+    async def unpoint_many(self, response_ids: Sequence[str]) -> None:
+        """Remove the locators of foreign ids, pipelined."""
 
     async def close(self) -> None: ...

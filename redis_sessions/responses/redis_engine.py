@@ -28,9 +28,10 @@ def _number(value: int) -> bytes:
 
 
 _RING = _number(RING_ENTRIES)
-WALK_HOPS = 1000
-"""Most parent pointers one walk call follows (measured: ~0.6 ms of server time for
-1,000 hops), so no call holds the shard long; a longer chain takes one call per 1,000."""
+WALK_HOPS = 500
+"""Most parent pointers one walk call follows (measured: 1,000 hops took 1.3 to 2.6 ms
+of server time on a loaded machine), so no call holds the shard long; a longer chain
+takes one call per 500 hops."""
 INLINE_BYTES = 8192
 """A chain whose records total at most this comes back inside the walk's reply: one
 round trip. Measured (benchmarks/bench_chain_cost.py): the copy through Lua costs about
@@ -40,6 +41,11 @@ READ_SLICE_BYTES = 1024 * 1024
 """Most record bytes one HMGET reads (~0.1 ms of server time); a longer chain is read
 in several HMGETs, pipelined, so other clients' commands run between them."""
 _INLINE = _number(INLINE_BYTES)
+THREAD_SCAN_COUNT = 64
+"""Fields one HSCAN page of a thread visits (delete_thread): small enough that a page
+of large records, which Redis copies before it filters them out, stays brief."""
+LOCATOR_BATCH = 512
+"""Locator DELs sent in one pipeline."""
 _RING_TTL = _number(RING_TTL_MS)
 
 
@@ -215,6 +221,36 @@ class RedisChainEngine:
         if isinstance(result, list):
             raise _wrong_type(key, as_text(result[1]))
         return bool(result)
+
+    async def thread_ids(self, thread: str) -> list[str]:
+        key = self.keys.thread(thread)
+        ids: list[str] = []
+        cursor = 0
+        async with translate_errors(f"thread {key!r}"):
+            while True:
+                self.round_trips += 1
+                # Pointer fields only, a page at a time: HSCAN's COUNT bounds each call.
+                cursor, page = await self.link.client.hscan(key, cursor, match="p:*", count=THREAD_SCAN_COUNT)
+                ids.extend(as_text(field)[2:] for field in page)
+                if cursor == 0:
+                    return list(dict.fromkeys(ids))  # HSCAN may return a field twice
+
+    async def drop(self, thread: str) -> None:
+        key = self.keys.thread(thread)
+        self.round_trips += 1
+        async with translate_errors(f"thread {key!r}"):
+            # UNLINK: a big hash is freed by a background thread, not by the shard's one.
+            await self.link.client.execute_command("UNLINK", key)
+
+    async def unpoint_many(self, response_ids: Sequence[str]) -> None:
+        keys = [k for rid in response_ids for k in (self.keys.locator(rid), self.keys.legacy_locator(rid)) if k]
+        for at in range(0, len(keys), LOCATOR_BATCH):
+            self.round_trips += 1
+            async with translate_errors(f"locator {keys[at]!r}"):
+                pipe = self.link.client.pipeline(transaction=False)
+                for key in keys[at:at + LOCATOR_BATCH]:
+                    pipe.execute_command("DEL", key)
+                await pipe.execute()
 
     async def _run(self, lua: LuaScript, key: str, args: list[Any]) -> Any:
         """A write script on one key, waited for by replicas if ``acks`` asks so."""

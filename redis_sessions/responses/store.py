@@ -399,6 +399,29 @@ class ChainStore:
             await self._unpoint(response_id, thread)
         return deleted
 
+    @bounded
+    async def delete_thread(self, response_id: str) -> int:
+        """Delete the whole conversation ``response_id`` belongs to: every response of its
+        thread (its ancestors, its descendants, their other branches) and their locators.
+        Returns how many responses this call deleted (0 for an unknown id, and for a call
+        that finds the thread already gone, such as a retry).
+
+        The thread is one key, removed with UNLINK (freed in the background); the ids of
+        foreign responses, whose locators go too, are listed first in bounded HSCAN pages.
+        A save racing this call either lands before (and is deleted) or finds its parent
+        gone (``session.chain.not_found``); a locator left behind by a crash between the
+        steps points at nothing and expires with its TTL."""
+        validate_id(response_id)
+        thread = await self._thread(response_id)
+        if thread is None or not await self.engine.has(thread, response_id):
+            return 0
+        ids = await self.engine.thread_ids(thread)
+        await self.engine.drop(thread)
+        foreign = [rid for rid in ids if thread_of(rid) is None]
+        if foreign:
+            await self.engine.unpoint_many(foreign)
+        return len(ids)
+
     async def _unpoint(self, response_id: str, thread: str) -> None:
         """Remove a foreign id's locator, unless a save put the record back meanwhile.
 
