@@ -1,4 +1,5 @@
--- Delete one item. Its x:<id> field stays, so a cursor naming it still pages.
+-- Delete one item. Its x:<id> field stays, so a cursor naming it still pages, and
+-- the run of deleted items it now belongs to, [a, b], has g:a = b and g:b = a.
 -- KEYS[1] the conversation's hash
 -- ARGV[1] ttl in ms ("0": none), ARGV[2] token, ARGV[3] the item id.
 -- Replies {'ok', created_at, metadata}, {'nf'} or {'inf'} (no such live item).
@@ -7,10 +8,16 @@ local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[2]
 local hdr = redis.call('HMGET', key, 'c', 'm', 'ops', 'x:' .. ARGV[3])
 if not hdr[1] then return {'nf'} end
 if find(hdr[3], tok) then return {'ok', hdr[1], hdr[2]} end
-local seq = hdr[4]
-if not seq or redis.call('HEXISTS', key, 'i:' .. seq) == 0 then return {'inf'} end
--- writes
-redis.call('HDEL', key, 'i:' .. seq)
-redis.call('HSET', key, 'ops', remember(hdr[3], tok, 'd'))
+local seq = tonumber(hdr[4])
+if not seq then return {'inf'} end
+local near = redis.call('HMGET', key, 'i:' .. seq, 'g:' .. (seq - 1), 'g:' .. (seq + 1))
+if not near[1] then return {'inf'} end
+-- writes: the hole joins the runs on either side; only the joined run's ends keep g: fields
+local a, b = tonumber(near[2]) or seq, tonumber(near[3]) or seq
+local gone = {'i:' .. seq}
+if a < seq - 1 then gone[#gone + 1] = 'g:' .. (seq - 1) end
+if b > seq + 1 then gone[#gone + 1] = 'g:' .. (seq + 1) end
+redis.call('HDEL', key, unpack(gone))
+redis.call('HSET', key, 'g:' .. a, tostring(b), 'g:' .. b, tostring(a), 'ops', remember(hdr[3], tok, 'd'))
 expire(key, ttl)
 return {'ok', hdr[1], hdr[2]}

@@ -5,6 +5,7 @@
 --   m  metadata (msgpack)          n  the last sequence number given to an item
 --   i:<seq>  an item (msgpack)     x:<item id>  its sequence number, kept after
 --                                               the item is deleted (a cursor)
+--   g:<seq>  at both ends of a run of deleted items [a, b]: g:a = b, g:b = a
 --   ops  the ring of the last RING writes: "<token> <what>\n", newest first
 -- A deleted conversation leaves only its ring behind, for RETAIN_MS.
 -- Every script does all its checks before its first write: Lua does not roll back.

@@ -10,8 +10,9 @@
 -- item, so an `after` naming a deleted item pages from where it stood.
 -- Positions are read with HMGET in chunks: the first is `want` long (the
 -- whole page, when nothing in it was deleted); each further one is twice the
--- last, so a run of deleted items costs few commands, and never more than
--- `budget` positions per call.
+-- last. A run of deleted items is skipped in one HGET through the g: field at
+-- its ends; only a scan that starts inside a run (a cursor naming a deleted
+-- item) walks the rest of that run, reading at most `budget` positions per call.
 local key, slide = KEYS[1], tonumber(ARGV[6])
 local hdr = redis.call('HMGET', key, 'c', 'n')
 if not hdr[1] then return {'nf'} end
@@ -31,25 +32,45 @@ end
 local last = (step == 1) and n or 1
 local want, budget = tonumber(ARGV[2]), tonumber(ARGV[5])
 local out = {'ok', ''}
-local got, used, chunk = 0, 0, 0
+-- edge: the previous position held an item (or was a run's far end, or the
+-- start), so a hole here starts a run whose g: field says where it ends
+local got, used, chunk, edge = 0, 0, 0, true
 while got < want and used < budget and (last - pos) * step >= 0 do
   chunk = math.max(want - got, chunk * 2)
   local take = math.min(chunk, budget - used, (last - pos) * step + 1)
   local fields = {}
   for j = 1, take do fields[j] = 'i:' .. (pos + (j - 1) * step) end
   local vals = redis.call('HMGET', key, unpack(fields))
-  for j = 1, take do
+  used = used + take
+  local j, nxt = 1, pos + take * step
+  while j <= take do
+    local p = pos + (j - 1) * step
     if vals[j] then
       out[#out + 1] = vals[j]
-      got = got + 1
+      got, edge = got + 1, true
       if got == want then
-        take = j
+        nxt = p + step
         break
       end
+      j = j + 1
+    elseif edge then
+      edge, used = false, used + 1
+      local v = tonumber(redis.call('HGET', key, 'g:' .. p))
+      if v and (v - p) * step >= 0 then  -- p starts a run that ends at v: skip it
+        edge = true
+        if (v - pos) * step + 1 >= take then
+          nxt = v + step
+          break
+        end
+        j = (v - pos) * step + 2
+      else
+        j = j + 1
+      end
+    else
+      j = j + 1
     end
   end
-  used = used + take
-  pos = pos + take * step
+  pos = nxt
 end
 if (last - pos) * step >= 0 then out[2] = tostring(pos) end
 expire(key, slide)

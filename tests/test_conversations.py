@@ -12,6 +12,8 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import Backend
 from redis_sessions.config import SessionConfig, create_conversation_store
@@ -251,7 +253,7 @@ class Counting:
         store._run = counted  # type: ignore[method-assign]
 
 
-async def test_a_page_is_one_call_and_runs_of_deleted_items_cost_one_call_per_budget(
+async def test_a_page_is_one_call_and_a_run_of_deleted_items_is_skipped_whole(
         backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(paging, "SCAN_BUDGET", 32)
     store = make_store(backend)
@@ -260,49 +262,72 @@ async def test_a_page_is_one_call_and_runs_of_deleted_items_cost_one_call_per_bu
     page = await store.list_items(conv, limit=20, after=ids[60])
     assert [i["content"] for i in page.data] == [str(n) for n in range(59, 39, -1)]
     assert counting.calls == {"conv_list": 1}
-    for item_id in ids[1:101]:  # 100 holes, between "0" and "101"
+    for item_id in ids[51:101] + ids[1:51][::-1]:  # 100 holes between "0" and "101", deleted out of order
         await store.delete_item(conv, item_id)
-    for order, expected in (("asc", ["0", "101", "102"]), ("desc", ["119", "118", "117"])):
+    for order, after, expected in (("asc", None, ["0", "101", "102"]), ("desc", None, ["119", "118", "117"]),
+                                   ("desc", ids[102], ["101", "0"]), ("asc", ids[0], ["101", "102", "103"])):
         counting.calls.clear()
-        page = await store.list_items(conv, limit=3, order=order)  # type: ignore[arg-type]
+        page = await store.list_items(conv, limit=3, order=order, after=after)  # type: ignore[arg-type]
         assert [i["content"] for i in page.data] == expected
-        assert counting.calls == {"conv_list": 4 if order == "asc" else 1}  # asc crosses the 100 holes
-    counting.calls.clear()
-    page = await store.list_items(conv, limit=5, order="desc", after=ids[102])
-    assert [i["content"] for i in page.data] == ["101", "0"] and not page.has_more
-    assert counting.calls["conv_list"] == 4  # 102 positions, at most 32 per call
+        assert counting.calls == {"conv_list": 1}  # the run costs one HGET, not 100 reads
     counting.calls.clear()
     page = await store.list_items(conv, limit=5, order="asc", after=ids[50])  # a deleted cursor inside the run
     assert [i["content"] for i in page.data] == ["101", "102", "103", "104", "105"] and page.has_more
+    assert counting.calls == {"conv_list": 2}  # the run's other 50 positions, at most 32 per call
 
 
 async def test_ten_thousand_deleted_items_before_one_live_one(backend: Backend) -> None:
-    """The scan reads at most SCAN_BUDGET positions per call, so the page takes a
-    bounded number of calls (10,000 / 1024, rounded up, plus one)."""
+    """10,000 deleted items are one run, skipped through its ends' g: fields: a page is one call."""
     store = make_store(backend)
     conv = await store.create()
     key = store.keys.conversation(conv.id)
-    # 10,000 items added and deleted leave n = 10000 and x: cursors, without the i: fields.
+    # What adding 10,000 items and deleting them all leaves: n, the x: cursors and the run's ends.
     holes = 10_000
+    fields = {"n": holes, "g:1": holes, f"g:{holes}": 1, **{f"x:gone{n}": n + 1 for n in range(holes)}}
     if backend.is_redis:
-        await backend.client.hset(key, mapping={"n": holes, **{f"x:gone{n}": n + 1 for n in range(holes)}})
+        await backend.client.hset(key, mapping=fields)
     else:
         assert isinstance(store, MemoryConversationStore)
-        fields = store.store._keys[key].fields
-        fields.update({"n": str(holes).encode(), **{f"x:gone{n}": str(n + 1).encode() for n in range(holes)}})
+        store.store._keys[key].fields.update({k: str(v).encode() for k, v in fields.items()})
     live = await store.add_items(conv.id, [msg("live")])
     counting = Counting(store)
-    page = await store.list_items(conv.id, order="asc")
-    assert [i["content"] for i in page.data] == ["live"] and not page.has_more
-    assert counting.calls["conv_list"] == 10
-    counting.calls.clear()
-    page = await store.list_items(conv.id, order="desc")
-    assert [i["content"] for i in page.data] == ["live"] and not page.has_more
-    assert counting.calls["conv_list"] == 10  # desc: "live", then the run, to its end
-    counting.calls.clear()
+    for order in ("asc", "desc"):
+        page = await store.list_items(conv.id, order=order)  # type: ignore[arg-type]
+        assert [i["content"] for i in page.data] == ["live"] and not page.has_more
     page = await store.list_items(conv.id, order="desc", limit=1)  # has_more: is anything live below?
     assert page.data[0]["id"] == live.data[0]["id"] and not page.has_more
-    assert counting.calls["conv_list"] == 10
+    assert counting.calls == {"conv_list": 3}
+    counting.calls.clear()
+    page = await store.list_items(conv.id, order="asc", after="gone5000")  # inside the run: walked, bounded
+    assert [i["content"] for i in page.data] == ["live"]
+    assert counting.calls == {"conv_list": 5}  # 5,000 positions, at most SCAN_BUDGET (1024) per call
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(deleted=st.lists(st.integers(0, 39), unique=True, max_size=40), limit=st.integers(1, 7),
+       budget=st.sampled_from([1, 2, 5, 1024]), cursor=st.integers(0, 39))
+async def test_pages_match_a_model_whatever_was_deleted_in_whatever_order(deleted: list[int], limit: int,
+                                                                         budget: int, cursor: int) -> None:
+    """Memory only (the differential test holds the scripts to it): the pages are the
+    live items in order, from every cursor, deleted or not, at any scan budget."""
+    saved = paging.SCAN_BUDGET
+    paging.SCAN_BUDGET = budget
+    try:
+        store = MemoryConversationStore()
+        conv, ids = await filled(store, 40)
+        for n in deleted:
+            await store.delete_item(conv, ids[n])
+        live = [str(n) for n in range(40) if n not in deleted]
+        assert [x for p in await walk(store, conv, limit, "asc") for x in p] == live
+        assert [x for p in await walk(store, conv, limit, "desc") for x in p] == live[::-1]
+        page = await store.list_items(conv, limit=limit, order="asc", after=ids[cursor])
+        after = [x for x in live if int(x) > cursor]
+        assert [i["content"] for i in page.data] == after[:limit] and page.has_more == (len(after) > limit)
+        page = await store.list_items(conv, limit=limit, order="desc", after=ids[cursor])
+        before = [x for x in live if int(x) < cursor][::-1]
+        assert [i["content"] for i in page.data] == before[:limit] and page.has_more == (len(before) > limit)
+    finally:
+        paging.SCAN_BUDGET = saved
 
 
 # -- re-sends (the lost reply, without a proxy) ------------------------------------------

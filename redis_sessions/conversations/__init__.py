@@ -13,15 +13,19 @@ A conversation is ONE hash, ``<prefix>:{c:<conversation id>}:conv``::
     i:<seq>      an item, msgpack; HDEL'd when the item is deleted
     x:<item id>  the item's sequence number; kept after the item is deleted, so a
                  cursor (``after``) naming a deleted item still pages
+    g:<seq>      at both ends of each run of deleted items [a, b]: g:a = b and g:b = a
+                 (one field when a = b), kept in O(1) by each delete, so a page skips a
+                 whole run with one HGET
     ops          the ring of the last 16 writes' operation tokens: "<16 hex> <what>\\n",
                  newest first (at most 16 x 19 bytes); a re-sent write finds its token
                  there and writes nothing
 
 So a conversation expires, is evicted, purged and migrated whole, under one
 TTL. A page of ``list_items`` is one script call: HGET ``x:<after>``, then
-HMGET of the next ``limit + 1`` sequence numbers (more, in doubling chunks,
-only where items were deleted; at most :data:`.paging.SCAN_BUDGET` positions per
-call), so its cost does not grow with the conversation's length. A deleted
+HMGET of the next ``limit + 1`` sequence numbers (and one HGET per run of
+deleted items met), so its cost does not grow with the conversation's length
+or with how many items were deleted; see :mod:`.paging` for the one bounded
+walk left (a cursor inside a run of deleted items). A deleted
 conversation is replaced by a hash holding only ``ops``, for 5 minutes, so
 a re-sent delete still answers deleted; every read sees it as not found.
 """

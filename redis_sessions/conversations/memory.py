@@ -60,10 +60,11 @@ class _Commands:
             name, value = pairs[j], pairs[j + 1]
             rec.fields[str(name)] = value if isinstance(value, bytes) else str(value).encode()
 
-    def hdel(self, key: str, name: str) -> None:
+    def hdel(self, key: str, *names: str) -> None:
         rec = self.get(key)
         if rec is not None:
-            rec.fields.pop(name, None)
+            for name in names:
+                rec.fields.pop(name, None)
             if not rec.fields:
                 del self.keys[key]
 
@@ -106,12 +107,7 @@ def expire(r: _Commands, key: str, ttl: int) -> None:
         r.pexpire(key, ttl)
 
 
-def _number(value: Optional[bytes]) -> Optional[int]:
-    """Lua's tonumber on a decimal field (what the scripts store), nil otherwise."""
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
+_number = paging.number
 
 
 # -- the scripts ---------------------------------------------------------------------
@@ -183,17 +179,31 @@ def conv_delete(r: _Commands, key: str, argv: list[bytes]) -> Reply:
 
 def conv_delete_item(r: _Commands, key: str, argv: list[bytes]) -> Reply:
     ttl, tok = int(argv[0]), argv[1]
-    c, m, ops, seq = r.hmget(key, "c", "m", "ops", "x:" + argv[2].decode())
+    c, m, ops, seq_field = r.hmget(key, "c", "m", "ops", "x:" + argv[2].decode())
     if c is None:
         return [b"nf"]
     if find(ops, tok) is not None:
         return [b"ok", c, m]
-    if seq is None or not r.hexists(key, "i:" + seq.decode()):
+    seq = _number(seq_field)
+    if seq is None:
         return [b"inf"]
-    r.hdel(key, "i:" + seq.decode())
-    r.hset(key, "ops", remember(ops, tok, b"d"))
+    item, left, right = r.hmget(key, f"i:{seq}", f"g:{seq - 1}", f"g:{seq + 1}")
+    if item is None:
+        return [b"inf"]
+    a, b = _or(_number(left), seq), _or(_number(right), seq)
+    gone = [f"i:{seq}"]
+    if a < seq - 1:
+        gone.append(f"g:{seq - 1}")
+    if b > seq + 1:
+        gone.append(f"g:{seq + 1}")
+    r.hdel(key, *gone)
+    r.hset(key, f"g:{a}", b, f"g:{b}", a, "ops", remember(ops, tok, b"d"))
     expire(r, key, ttl)
     return [b"ok", c, m]
+
+
+def _or(value: Optional[int], default: int) -> int:
+    return default if value is None else value
 
 
 def conv_get(r: _Commands, key: str, argv: list[bytes]) -> Reply:

@@ -9,13 +9,17 @@ conversation keeps after the item is deleted, so a cursor naming a deleted
 item pages on from where that item stood; an ``after`` that no item of the
 conversation ever had is refused (``session.input.invalid``, 400).
 
-Bounded work: one script call reads at most ``SCAN_BUDGET`` positions. A page
-whose window holds few holes (the usual case) is one call whatever the
-conversation's length: one HGET for the cursor, one HMGET of ``limit + 1``
-positions. Past a run of more than ``SCAN_BUDGET`` deleted items, the store
-calls again from where the last call stopped (one round trip per
-``SCAN_BUDGET`` holes); those calls see the conversation at slightly different
-moments, so an item deleted meanwhile may still be on the page.
+Bounded work: a page is one call whatever the conversation's length: one
+HGET for the cursor, one HMGET of ``limit + 1`` positions, and where items
+were deleted, one HGET per run of deleted items (each run's two ends hold
+``g:<seq>`` fields naming the other end, kept by ``conv_delete_item`` in O(1))
+and HMGETs of doubling length for the rest. So 10,000 deleted items before a
+live one cost one HGET, not 10,000 reads. The one walk left is a scan that
+starts inside a run (``after`` naming a deleted item in the middle of a run):
+it reads the rest of that run, at most ``SCAN_BUDGET`` positions per call, and
+the store calls again from where the last call stopped; those calls see the
+conversation at slightly different moments, so an item deleted meanwhile may
+still be on the page.
 """
 
 from __future__ import annotations
@@ -36,24 +40,54 @@ class Slice(NamedTuple):
     next: Optional[int]
 
 
+def number(value: Optional[bytes]) -> Optional[int]:
+    """Lua's tonumber on a field the scripts wrote (decimal), None otherwise."""
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
 def scan(hmget: Callable[[list[str]], list[Optional[bytes]]], pos: int, last: int, step: int, want: int,
          budget: int) -> Slice:
-    """The loop of ``lua/conv_list.lua``, line for line (``last`` is the inclusive end)."""
+    """The loop of ``lua/conv_list.lua``, line for line (``last`` is the inclusive end).
+
+    ``edge``: the position before held an item (or ended a run, or is where the
+    scan started), so a hole here starts a run, whose ``g:`` field says where
+    the run ends: the whole run is skipped at the cost of one HGET."""
     out: list[bytes] = []
     got = used = chunk = 0
+    edge = True
     while got < want and used < budget and (last - pos) * step >= 0:
         chunk = max(want - got, chunk * 2)
         take = min(chunk, budget - used, (last - pos) * step + 1)
         vals = hmget([f"i:{pos + j * step}" for j in range(take)])
-        for j, val in enumerate(vals, 1):
+        used += take
+        j, nxt = 1, pos + take * step
+        while j <= take:
+            p = pos + (j - 1) * step
+            val = vals[j - 1]
             if val is not None:
                 out.append(val)
-                got += 1
+                got, edge = got + 1, True
                 if got == want:
-                    take = j
+                    nxt = p + step
                     break
-        used += take
-        pos += take * step
+                j += 1
+            elif edge:
+                edge, used = False, used + 1
+                v = number(hmget([f"g:{p}"])[0])
+                if v is not None and (v - p) * step >= 0:
+                    edge = True
+                    if (v - pos) * step + 1 >= take:
+                        nxt = v + step
+                        break
+                    j = (v - pos) * step + 2
+                else:
+                    j += 1
+            else:
+                j += 1
+        pos = nxt
     return Slice(out, pos if (last - pos) * step >= 0 else None)
 
 
