@@ -1,6 +1,14 @@
 """redis_sessions: conversation state for LLM agents and Responses-API gateways in Redis."""
 
-from .config import SessionConfig, create_item_session, create_response_session_store
+from .config import SessionConfig, create_conversation_store, create_item_session, create_response_session_store
+from .conversations import (
+    Conversation,
+    ConversationDeleted,
+    ConversationItemList,
+    ConversationStore,
+    MemoryConversationStore,
+    RedisConversationStore,
+)
 from .errors import ErrorCode, SessionError
 from .ids import new_response_id, validate_id
 from .items import CompactionSession, MemorySession, RedisSession
@@ -18,6 +26,13 @@ from .responses import (
 )
 
 __all__ = [
+    "Conversation",
+    "ConversationDeleted",
+    "ConversationItemList",
+    "ConversationStore",
+    "MemoryConversationStore",
+    "RedisConversationStore",
+    "create_conversation_store",
     "CompactionSession",
     "MemorySession",
     "RedisSession",

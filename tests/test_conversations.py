@@ -467,3 +467,11 @@ async def test_a_client_that_decodes_responses_works(real_backend: Backend) -> N
         assert (await store.list_items(conv.id)).data[0]["content"] == "é"
     finally:
         await client.aclose()
+
+
+def test_the_conversation_api_is_exported_from_the_package() -> None:
+    import redis_sessions
+
+    for name in ("Conversation", "ConversationDeleted", "ConversationItemList", "ConversationStore",
+                 "MemoryConversationStore", "RedisConversationStore", "create_conversation_store"):
+        assert name in redis_sessions.__all__ and hasattr(redis_sessions, name), name
