@@ -37,9 +37,14 @@ INLINE_BYTES = 8192
 round trip. Measured (benchmarks/bench_chain_cost.py): the copy through Lua costs about
 1.4 us of server time per KB, while a second request costs the caller a network round
 trip; past a few KB the copy would cost the shard more than the round trip saves."""
-READ_SLICE_BYTES = 1024 * 1024
-"""Most record bytes one HMGET reads (~0.1 ms of server time); a longer chain is read
-in several HMGETs, pipelined, so other clients' commands run between them."""
+READ_SLICE_BYTES = 8 * 1024 * 1024
+"""Most record bytes one HMGET may read, counting every record at the store's
+``max_record_bytes`` (measured: 4.3 MB in 1.3 to 2.1 ms of server time on a loaded
+machine): a longer chain is read in several HMGETs, pipelined in one round trip, so
+other clients' commands run between them. Slicing by count at the size limit costs
+one more HMGET per slice; sizing every record (HSTRLEN per hop) cost more."""
+MAX_SLICE_RECORDS = 512
+SIZE_FIRST_ABOVE = 2 * 1024 * 1024
 _INLINE = _number(INLINE_BYTES)
 THREAD_SCAN_COUNT = 64
 """Fields one HSCAN page of a thread visits (delete_thread): small enough that a page
@@ -63,6 +68,9 @@ def _wrong_type(key: str, kind: str) -> SessionError:
 class RedisChainEngine:
     def __init__(self, link: RedisLink, keys: KeySpace, acks: ReplicaAcks | None = None) -> None:
         self.link = link
+        self.slice_records = MAX_SLICE_RECORDS
+        """Records per HMGET when a chain is read after its walk: see :meth:`limit_records`."""
+        self._size_first = b"0"
         self.keys = keys
         self.acks = acks
         """``replica_acks``: the scripts' writes and the locator's SET wait for replicas (see replication)."""
@@ -70,6 +78,14 @@ class RedisChainEngine:
         self._save = script("chain_save")
         self._walk = script("chain_walk")
         self._delete = script("chain_delete")
+
+    def limit_records(self, max_record_bytes: int) -> None:
+        """Records may be up to ``max_record_bytes``: read at most READ_SLICE_BYTES of
+        them per HMGET."""
+        self.slice_records = max(1, min(MAX_SLICE_RECORDS, READ_SLICE_BYTES // max_record_bytes))
+        # The walk copies a record before it knows its size; one such copy (measured
+        # ~1.3 us per KB) must stay far from the 5 ms a call may take, else size first.
+        self._size_first = b"1" if max_record_bytes > SIZE_FIRST_ABOVE else b"0"
 
     async def locate(self, response_id: str, slide_ms: int) -> str | None:
         key, legacy = self.keys.locator(response_id), self.keys.legacy_locator(response_id)
@@ -160,7 +176,7 @@ class RedisChainEngine:
         is at most INLINE_BYTES (one round trip), else read with HMGET in slices of
         at most READ_SLICE_BYTES each, all pipelined in one more round trip."""
         key = self.keys.thread(thread)
-        entries: list[tuple[str, int]] = []
+        entries: list[str] = []
         seen: set[str] = set()
         cur, left = start, limit
         while True:
@@ -169,47 +185,44 @@ class RedisChainEngine:
             self.round_trips += 1
             async with translate_errors(f"thread {key!r}"):
                 result = await self._walk(self.link.client, [key], [
-                    cur, _number(hops), _number(slide_ms) if first else b"0", _INLINE if first else b"-1"])
+                    cur, _number(hops), _number(slide_ms) if first else b"0", _INLINE if first else b"-1",
+                    self._size_first])
             status, detail = as_text(result[0]), as_text(result[1])
             if result[2] == b"r":
                 return _inline(status, detail, result[3:])
-            pairs = result[3:]
-            walked = [(as_text(pairs[i]), int(pairs[i + 1])) for i in range(0, len(pairs), 2)]
+            walked = [as_text(rid) for rid in result[3:]]
             entries.extend(walked)
             left -= len(walked)
             if status != "depth" or left <= 0 or not walked:
                 break
-            seen.update(rid for rid, _ in walked)  # a loop across calls is still a loop
+            seen.update(walked)  # a loop across calls is still a loop
             if detail in seen:
                 status = "cycle"
                 break
             cur = detail
+        if status not in ("ok", "depth"):
+            return status, detail, []  # the store raises for these: reading the records would be wasted
         records = await self._read(key, entries)
         for i, record in enumerate(records):
             if record is None:  # deleted since the walk saw it: the chain ends there, as missing
-                return "missing", entries[i][0], records[:i]
+                return "missing", entries[i], records[:i]
         return status, detail, records
 
-    async def _read(self, key: str, entries: list[tuple[str, int]]) -> list[object]:
-        """The records of ``entries`` (newest first): HMGET in slices, pipelined together."""
-        if not entries:
+    async def _read(self, key: str, ids: list[str]) -> list[object]:
+        """The records of ``ids`` (newest first): HMGET in slices of ``slice_records``
+        (each at most READ_SLICE_BYTES of records at their size limit), pipelined together."""
+        if not ids:
             return []
-        slices: list[list[str]] = [[]]
-        size = 0
-        for rid, bytes_ in entries:
-            if slices[-1] and size + bytes_ > READ_SLICE_BYTES:
-                slices.append([])
-                size = 0
-            slices[-1].append(self.keys.data_field(rid))
-            size += bytes_
+        fields = [self.keys.data_field(rid) for rid in ids]
+        step = self.slice_records
         self.round_trips += 1
         async with translate_errors(f"thread {key!r}"):
-            if len(slices) == 1:
-                replies = [await self.link.client.hmget(key, slices[0])]
+            if len(fields) <= step:
+                replies = [await self.link.client.hmget(key, fields)]
             else:
                 pipe = self.link.client.pipeline(transaction=False)
-                for fields in slices:
-                    pipe.hmget(key, fields)
+                for at in range(0, len(fields), step):
+                    pipe.hmget(key, fields[at:at + step])
                 replies = await pipe.execute()
         return [record for reply in replies for record in reply]
 

@@ -469,11 +469,13 @@ class RedisResponseSessionStore(ChainStore):
         keys = KeySpace(key_prefix)
         acks = ReplicaAcks.of(replica_acks, replica_ack_timeout)
         self.link = link if link is not None else RedisLink(client, timeout=timeout)
+        engine = RedisChainEngine(self.link, keys, acks)
         super().__init__(
-            RedisChainEngine(self.link, keys, acks), keys, ttl_seconds=ttl_seconds, max_depth=max_depth,
+            engine, keys, ttl_seconds=ttl_seconds, max_depth=max_depth,
             max_record_bytes=max_record_bytes, sliding_ttl=sliding_ttl, replay_instructions=replay_instructions,
             timeout=timeout,
         )
+        engine.limit_records(self.max_record_bytes)
 
     @classmethod
     def from_url(

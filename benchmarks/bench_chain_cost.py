@@ -1,0 +1,293 @@
+"""What a response chain costs the shard: Redis time per resolve next to its floor,
+memory per response next to the peers' layout, depth 1 next to a raw HGET.
+
+    python benchmarks/bench_chain_cost.py [--url redis://...] [--rounds 5]
+
+Redis time is read from SLOWLOG with a threshold of 0: every top-level command's
+own duration, a script's inner commands included in it (``INFO commandstats``
+counts a script's inner commands a second time under their own names). The floor
+of a resolve is one HMGET of the same records, sent by hand with the field names
+known. Memory is ``used_memory`` per response over 2,000 responses. Run on one
+machine in one run, both sides alternating (best of --rounds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import msgspec
+from redis.asyncio import Redis
+
+from _common import best_of, parser, redis_url
+from redis_sessions import RedisResponseSessionStore, StoredResponseSession
+from redis_sessions.codec import decode_session
+from redis_sessions.ids import thread_of
+from redis_sessions.responses.redis_engine import INLINE_BYTES
+from redis_sessions.responses.store import encode_record
+
+from bench_responses import record
+
+
+PREVIOUS_WALK = """-- Walk parent pointers inside one thread hash and return the records, newest first.
+-- KEYS[1]  the thread hash
+-- ARGV[1]  the id to start from    ARGV[2] most records to return
+-- ARGV[3]  sliding TTL in ms ('0' = do not touch the TTL); only a walk that
+--          found its first record slides it
+-- Returns {status, detail, record...}; status is 'ok' (reached a root),
+-- 'missing' (detail = the id not found), 'cycle' (detail = the repeated id),
+-- 'depth' (detail = the next id past the limit) or 'wrongtype'.
+-- Reads first; the one write (the sliding TTL) comes last.
+local key = KEYS[1]
+local kind = redis.call('TYPE', key)['ok']
+if kind == 'none' then return {'missing', ARGV[1]} end
+if kind ~= 'hash' then return {'wrongtype', kind} end
+
+local out = {'ok', ''}
+local cur, n, limit, seen = ARGV[1], 0, tonumber(ARGV[2]), {}
+while cur ~= '' do
+  if seen[cur] then out[1] = 'cycle'; out[2] = cur; break end
+  if n >= limit then out[1] = 'depth'; out[2] = cur; break end
+  seen[cur] = true
+  local rec = redis.call('HMGET', key, 'd:' .. cur, 'p:' .. cur)
+  if not rec[1] then out[1] = 'missing'; out[2] = cur; break end
+  n = n + 1
+  out[n + 2] = rec[1]
+  cur = rec[2] or ''
+end
+
+local ttl = tonumber(ARGV[3])
+if ttl > 0 and n > 0 then
+  local left = redis.call('PTTL', key)
+  if left >= 0 and left < ttl then redis.call('PEXPIRE', key, ttl) end
+end
+return out
+"""
+"""lua/chain_walk.lua as it was before the walk stopped copying records (git 1212f4a):
+the baseline of the "before" column."""
+
+
+def sized(rid: str, parent: str | None, i: int, size: int) -> StoredResponseSession:
+    """The benchmark's small response (676 bytes stored), or one whose output is ``size`` bytes of text."""
+    base = record(rid, parent, i)
+    if not size:
+        return base
+    text = ("The weather is sunny and warm today. " * (size // 36 + 1))[:size]
+    out = [{"type": "message", "role": "assistant", "id": f"msg_{i}", "content": [{"type": "output_text", "text": text}]}]
+    return msgspec.structs.replace(base, response=msgspec.structs.replace(base.response, output=out, output_text=None))
+
+
+def peer_json(value: Any) -> bytes:
+    """The record as the peers store it: JSON of every field, defaults included (GodeX's JSON.stringify)."""
+    def full(v: Any) -> Any:
+        if isinstance(v, msgspec.Struct):
+            return {f: full(getattr(v, f)) for f in v.__struct_fields__}
+        if isinstance(v, list):
+            return [full(x) for x in v]
+        if isinstance(v, dict):
+            return {k: full(x) for k, x in v.items()}
+        return v
+    return json.dumps(full(value), separators=(",", ":")).encode()
+
+
+async def server_us(r: Redis, calls: Any, n: int) -> tuple[float, float]:
+    """Server time per call (us) from INFO commandstats, and the longest single command
+    from SLOWLOG (threshold 0; its durations run a little above commandstats' own).
+
+    Commands a script runs are counted in commandstats twice: inside the script's time
+    and again under their own names. So a call's time is every top-level command's:
+    EVALSHA's, plus HMGET and GET only when the client sent them (a walk that returned
+    its records inline sent no HMGET of its own; its inner one is in EVALSHA's time)."""
+    await r.config_resetstat()
+    await r.slowlog_reset()
+    for _ in range(n):
+        await calls()
+    stats = await r.info("commandstats")
+    log = await r.slowlog_get(100_000)
+    usec = {name.removeprefix("cmdstat_"): v["usec"] for name, v in stats.items()}
+    mine = [e for e in log if e["command"].split()[0].upper() not in (b"SLOWLOG", b"CONFIG", b"INFO")]
+    scripted = usec.get("evalsha", 0)
+    outer_hmget = usec.get("hmget", 0) if not scripted or any(
+        e["command"].upper().startswith(b"HMGET") for e in mine) else 0
+    return (scripted + outer_hmget + usec.get("get", 0) + usec.get("hget", 0)) / n, max(e["duration"] for e in mine)
+
+
+async def stored_bytes(r: Redis, key: str, fields: list[str]) -> int:
+    pipe = r.pipeline(transaction=False)
+    for f in fields:
+        pipe.hstrlen(key, f)
+    return sum(await pipe.execute())
+
+
+async def chain(store: RedisResponseSessionStore, depth: int, size: int) -> list[str]:
+    ids: list[str] = []
+    parent = None
+    for i in range(depth):
+        rid = await store.new_response_id(parent)
+        await store.save(sized(rid, parent, i, size))
+        ids.append(rid)
+        parent = rid
+    return ids
+
+
+async def resolve_costs(r: Redis, store: RedisResponseSessionStore) -> None:
+    print("### Redis time per resolve_chain, next to one HMGET of the same records\n")
+    previous = await r.script_load(PREVIOUS_WALK)
+    print("| records | depth | stored KB | round trips | resolve us | HMGET us | ratio | before: walk copying records us | ratio | longest command us |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for size, label in ((0, "0.7 KB"), (20_000, "20 KB"), (4_000, "4 KB")):
+        for depth in ((1000,) if size == 4_000 else (1, 10, 64)):
+            ids = await chain(store, depth, size)
+            leaf = ids[-1]
+            key = f"bench:{{{thread_of(leaf)}}}:chain"
+            fields = [f"d:{x}" for x in reversed(ids)]
+            stored = await stored_bytes(r, key, fields)
+            await store.resolve_chain(leaf, max_depth=5000)
+            before = store.round_trips
+            await store.resolve_chain(leaf, max_depth=5000)
+            trips = store.round_trips - before
+            n = 20 if depth >= 64 else 200
+            ours, longest = await server_us(r, lambda: store.resolve_chain(leaf, max_depth=5000), n)
+            floor, _ = await server_us(r, lambda: r.hmget(key, fields), n)
+            old, _ = await server_us(r, lambda: r.evalsha(previous, 1, key, leaf, 5000, 0), n)
+            print(f"| {label} | {depth} | {stored / 1024:,.1f} | {trips} | {ours:,.1f} | {floor:,.1f} | "
+                  f"{ours / floor:.2f}x | {old:,.1f} | {old / floor:.2f}x | {longest:,} |")
+    print()
+
+
+async def inline_threshold(r: Redis, store: RedisResponseSessionStore) -> None:
+    """Server time of the walk returning records itself against ids + HMGET, by chain bytes."""
+    from redis_sessions.scripts import script
+    walk = script("chain_walk")
+    await r.script_load(walk.source)
+    print("### The inline threshold: records through the walk's reply, or ids then HMGET\n")
+    print("| chain KB | inline us | ids + HMGET us | inline wall us | ids + HMGET wall us |")
+    print("|---:|---:|---:|---:|---:|")
+    for depth in (1, 2, 4, 8, 16, 32):
+        ids = await chain(store, depth, 900)
+        leaf = ids[-1]
+        key = f"bench:{{{thread_of(leaf)}}}:chain"
+        fields = [f"d:{x}" for x in reversed(ids)]
+        stored = await stored_bytes(r, key, fields)
+
+        async def inline() -> None:
+            await r.evalsha(walk.sha, 1, key, leaf, 5000, 0, 1 << 30)
+
+        async def two() -> None:
+            await r.evalsha(walk.sha, 1, key, leaf, 5000, 0, -1)
+            await r.hmget(key, fields)
+
+        a, _ = await server_us(r, inline, 200)
+        b, _ = await server_us(r, two, 200)
+        wall = {}
+        for name, fn in (("inline", inline), ("two", two)):
+            best = float("inf")
+            for _ in range(5):
+                start = time.perf_counter()
+                for _ in range(200):
+                    await fn()
+                best = min(best, (time.perf_counter() - start) / 200 * 1e6)
+            wall[name] = best
+        print(f"| {stored / 1024:.1f} | {a:.1f} | {b:.1f} | {wall['inline']:.0f} | {wall['two']:.0f} |")
+    print(f"\nINLINE_BYTES is {INLINE_BYTES:,}.\n")
+
+
+async def memory(r: Redis) -> None:
+    print("### Memory per stored response: 200 conversations of 10 turns, MEMORY USAGE of every key\n")
+    print("| record | peers: one JSON string per response | ours, ids minted here | ratio | ours, ids minted elsewhere | ratio |")
+    print("|---|---:|---:|---:|---:|---:|")
+    n, turns = 2000, 10
+    for size, label in ((0, "0.7 KB"), (20_000, "20 KB")):
+        per: dict[str, float] = {}
+        for mode in ("peer", "minted", "foreign"):
+            await r.flushall()
+            store = RedisResponseSessionStore(r, key_prefix="m", max_depth=5000)
+            parent = None
+            for i in range(n):
+                if i % turns == 0:
+                    parent = None
+                rid = await store.new_response_id(parent) if mode == "minted" else f"resp_{i:048x}"
+                rec = sized(rid, parent, i, size)
+                if mode == "peer":
+                    await r.set(f"godex:response:{rid}", peer_json(rec), px=30 * 86_400_000)
+                else:
+                    await store.save(rec)
+                parent = rid
+            total = 0
+            async for key in r.scan_iter(count=1000):
+                total += await r.memory_usage(key, samples=0) or 0
+            per[mode] = total / n
+        print(f"| {label} ({len(encode_record(sized('resp_' + '0' * 48, None, 0, size)))} B msgpack, "
+              f"{len(peer_json(sized('resp_' + '0' * 48, None, 0, size)))} B JSON) | {per['peer']:,.0f} | "
+              f"{per['minted']:,.0f} | {per['minted'] / per['peer']:.2f}x | {per['foreign']:,.0f} | "
+              f"{per['foreign'] / per['peer']:.2f}x |")
+    print()
+
+
+async def year(r: Redis) -> None:
+    """One turn and one regeneration a day for a year, ids minted elsewhere."""
+    await r.flushall()
+    store = RedisResponseSessionStore(r, key_prefix="y", max_depth=5000)
+    parent = None
+    for day in range(365):
+        turn, regen = f"resp_t{day:047x}", f"resp_r{day:047x}"
+        await store.save(sized(regen, parent, day, 0))
+        await store.save(sized(turn, parent, day, 0))
+        parent = turn
+    kept = total = 0
+    async for key in r.scan_iter(match="y:*", count=1000):
+        total += await r.memory_usage(key, samples=0) or 0
+    thread = await r.get(f"y:{{l:{parent}}}:loc")
+    kept = await r.hlen(f"y:{{{thread.decode()}}}:chain") // 2
+    n = 20
+    ours, longest = await server_us(r, lambda: store.resolve_chain(parent, max_depth=1000), n)
+    before = store.round_trips
+    snap = await store.resolve_chain(parent, max_depth=1000)
+    print("### A year of one turn and one regeneration a day\n")
+    print("| records kept | bytes kept | newest turn resolves | depth | round trips | Redis us | longest command us |")
+    print("|---:|---:|---|---:|---:|---:|---:|")
+    print(f"| {kept} | {total:,} | yes | {len(snap.sessions)} | {store.round_trips - before} | {ours:,.0f} | {longest:,} |\n")
+
+
+async def depth_one(r: Redis, store: RedisResponseSessionStore, rounds: int) -> None:
+    ids = [await store.new_response_id() for _ in range(2000)]
+    for i, rid in enumerate(ids):
+        await store.save(sized(rid, None, i, 0))
+
+    async def get(i: int) -> None:
+        await store.get(ids[i])
+
+    async def resolve(i: int) -> None:
+        await store.resolve_chain(ids[i])
+
+    async def raw(i: int) -> None:
+        rid = ids[i]
+        decode_session(await r.hget(f"bench:{{{thread_of(rid)}}}:chain", f"d:{rid}"), rid)
+
+    res = await best_of(rounds, {"get": (get, 2000), "resolve": (resolve, 2000), "raw": (raw, 2000)})
+    print("### Depth 1: one response, ops/s on one connection\n")
+    print("| get | resolve_chain of a root | raw HGET + decode | get / raw | resolve / raw |")
+    print("|---:|---:|---:|---:|---:|")
+    print(f"| {res['get']:,.0f} | {res['resolve']:,.0f} | {res['raw']:,.0f} | {res['get'] / res['raw']:.2f} | "
+          f"{res['resolve'] / res['raw']:.2f} |\n")
+
+
+async def main() -> None:
+    args = parser(__doc__ or "").parse_args()
+    with redis_url(args.url) as url:
+        r = Redis.from_url(url)
+        await r.config_set("slowlog-log-slower-than", 0)
+        await r.config_set("slowlog-max-len", 100_000)
+        store = RedisResponseSessionStore(r, key_prefix="bench", max_depth=5000)
+        await resolve_costs(r, store)
+        await inline_threshold(r, store)
+        await depth_one(r, store, args.rounds)
+        await memory(r)
+        await year(r)
+        await r.aclose()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

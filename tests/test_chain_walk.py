@@ -1,0 +1,123 @@
+"""The chain walk of #9: pointers walked in bounded calls, records read after in slices,
+and what happens when the chain changes between the two."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from chains import make_store, plant, record
+from redis_sessions import ErrorCode, SessionError
+from redis_sessions.responses.redis_engine import WALK_HOPS
+from redis_sessions.responses.store import encode_record
+
+BIG = "x" * 4000  # five of these are past the inline budget: the chain is walked, then read
+
+
+async def linear(store, n, payload="", prefix="ext"):
+    ids, parent = [], None
+    for i in range(n):
+        rid = f"{prefix}-{i}"
+        await store.save(record(rid, parent, f"turn {i}", payload=payload))
+        ids.append(rid)
+        parent = rid
+    return ids
+
+
+async def test_a_loop_longer_than_one_walk_call_is_a_cycle(backend):
+    store = make_store(backend, max_depth=5000)
+    thread = "00000000000000aa"
+    n = WALK_HOPS + 100
+    ids = [f"resp_{thread}_{i:032x}" for i in range(n)]
+    blob = encode_record(record(ids[0]))
+    await plant(backend, store, thread, {rid: (ids[i - 1] if i else ids[-1], blob) for i, rid in enumerate(ids)})
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(ids[-1])
+    assert err.value.code == ErrorCode.CHAIN_CYCLE_DETECTED
+
+
+@pytest.mark.parametrize("max_record_bytes", [1024 * 1024, 4 * 1024 * 1024, 8 * 1024 * 1024])
+async def test_every_record_size_limit_reads_the_same_chain(backend, max_record_bytes):
+    """The record-size limit picks how the walk copies (size first above 2 MB) and how many
+    records one HMGET reads (8 at 1 MB, 2 at 4 MB, 1 at 8 MB): the chain read is the same."""
+    store = make_store(backend, max_depth=200, max_record_bytes=max_record_bytes)
+    payloads = ["", BIG, "", "y" * 30000, "", BIG]
+    ids, parent = [], None
+    for i, payload in enumerate(payloads * 3):
+        rid = f"ext-{i}"
+        await store.save(record(rid, parent, f"turn {i}", payload=payload))
+        ids.append(rid)
+        parent = rid
+    for end in (1, 2, 5, len(ids)):
+        snap = await store.resolve_chain(ids[end - 1])
+        assert [s.id for s in snap.sessions] == ids[:end]
+        assert [s.request.input for s in snap.sessions] == [f"turn {i}" for i in range(end)]
+
+
+async def test_a_record_overwritten_between_walk_and_read_is_read_again(redis_backend):
+    store = make_store(redis_backend, max_depth=100)
+    ids = await linear(store, 6, BIG)
+    await store.save(record("ext-side", ids[1], payload=BIG))
+    engine = store.engine
+    read, calls = engine._read, []
+
+    async def changing(key, entries):
+        calls.append(list(entries))
+        if len(calls) == 1:  # the walk went through ext-3; now ext-3 moves under ext-side
+            await store.save(record(ids[3], "ext-side", "turn 3", payload=BIG), overwrite=True)
+        return await read(key, entries)
+
+    engine._read = changing
+    snap = await store.resolve_chain(ids[-1])
+    assert len(calls) == 2 and "ext-side" in calls[1]
+    assert [s.id for s in snap.sessions] == [ids[0], ids[1], "ext-side", ids[3], ids[4], ids[5]]
+
+
+async def test_a_chain_that_keeps_changing_is_a_coded_error_not_a_mixed_history(redis_backend):
+    store = make_store(redis_backend, max_depth=100)
+    ids = await linear(store, 6, BIG)
+    await store.save(record("ext-a", ids[1], payload=BIG))
+    await store.save(record("ext-b", ids[1], payload=BIG))
+    engine = store.engine
+    read, flips = engine._read, {"n": 0}
+
+    async def flipping(key, entries):
+        flips["n"] += 1
+        parent = "ext-a" if flips["n"] % 2 else "ext-b"
+        await store.save(record(ids[3], parent, "turn 3", payload=BIG), overwrite=True)
+        return await read(key, entries)
+
+    engine._read = flipping
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(ids[-1])
+    assert err.value.code == ErrorCode.BACKEND_UNAVAILABLE and err.value.http_status == 503
+    assert flips["n"] == 3
+
+
+async def test_a_record_deleted_between_walk_and_read_is_not_found_never_a_shorter_chain(redis_backend):
+    store = make_store(redis_backend, max_depth=100)
+    ids = await linear(store, 6, BIG)
+    engine = store.engine
+    read = engine._read
+
+    async def deleting(key, entries):
+        engine._read = read
+        await store.delete(ids[2])
+        return await read(key, entries)
+
+    engine._read = deleting
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(ids[-1])
+    assert err.value.code == ErrorCode.CHAIN_NOT_FOUND and repr(ids[2]) in err.value.message
+
+
+async def test_records_encoded_before_omit_defaults_and_after_decode_alike(backend):
+    """Records written with every field (before omit_defaults) and without the defaulted
+    ones (now) decode to equal Structs, side by side in one chain."""
+    store = make_store(backend)
+    thread = "00000000000000bb"
+    a, b = f"resp_{thread}_{'0' * 32}", f"resp_{thread}_{'0' * 31}1"
+    full = msgspec.msgpack.encode(msgspec.to_builtins(record(a)) | {"conversation_id": None, "metadata": None})
+    assert len(full) > len(encode_record(record(a)))
+    await plant(backend, store, thread, {a: ("", full), b: (a, encode_record(record(b, a)))})
+    assert [s for s in (await store.resolve_chain(b)).sessions] == [record(a), record(b, a)]
