@@ -274,6 +274,96 @@ async def depth_one(r: Redis, store: RedisResponseSessionStore, rounds: int) -> 
           f"{res['resolve'] / res['raw']:.2f} |\n")
 
 
+async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
+    """One gateway turn (resolve the chain, save the next turn) against its floor: the
+    same record bytes read with one HMGET, the new record written with HSET + PEXPIRE."""
+    print("### Redis time per gateway turn (resolve, then save the next turn), next to its floor\n")
+    print("| records | chain depth | turn us | floor us (HMGET + HSET + PEXPIRE) | ratio |")
+    print("|---|---:|---:|---:|---:|")
+    for size, label in ((0, "0.7 KB"), (20_000, "20 KB")):
+        for depth in (1, 10, 64):
+            heads = [(await chain(store, depth, size))[-1] for _ in range(30)]
+            n = len(heads)
+
+            async def turns() -> None:
+                for i, head in enumerate(heads):
+                    await store.resolve_chain(head, max_depth=5000)
+                    rid = await store.new_response_id(head)
+                    await store.save(sized(rid, head, depth, size))
+                    heads[i] = rid
+
+            await r.slowlog_reset()
+            await turns()
+            log = await r.slowlog_get(100_000)
+            ours = sum(e["duration"] for e in log if not e["command"].upper().startswith(b"SLOWLOG")) / n
+            # the floor: the records of each chain read by one HMGET, the next written by HSET + PEXPIRE
+            jobs = []
+            for head in heads:
+                snap = await store.resolve_chain(head, max_depth=5000)
+                key = f"bench:{{{thread_of(head)}}}:chain"
+                jobs.append((key, [f"d:{s.id}" for s in snap.sessions[-depth:]], encode_record(sized(head, None, 0, size))))
+            await r.slowlog_reset()
+            for key, fields, blob in jobs:
+                await r.hmget(key, fields)
+                await r.hset(key + ":floor", "d:x", blob)
+                await r.pexpire(key + ":floor", 86_400_000)
+            log = await r.slowlog_get(100_000)
+            floor = sum(e["duration"] for e in log if not e["command"].upper().startswith(b"SLOWLOG")) / n
+            print(f"| {label} | {depth} | {ours:,.1f} | {floor:,.1f} | {ours / floor:.2f}x |")
+    print()
+
+
+def _worker(url: str, rounds: int, ready: Any, go: Any, out: Any) -> None:
+    async def run() -> tuple[int, float]:
+        r = Redis.from_url(url)
+        store = RedisResponseSessionStore(r, key_prefix="gw", max_depth=5000)
+        heads = [(await chain(store, 10, 0))[-1] for _ in range(20)]
+        ready.put(1)
+        go.wait()
+        done, cpu0 = 0, time.process_time()
+        for _ in range(rounds):
+            for i, head in enumerate(heads):
+                await store.resolve_chain(head, max_depth=5000)
+                rid = await store.new_response_id(head)
+                await store.save(sized(rid, head, 10, 0))
+                heads[i] = rid
+                done += 1
+        cpu = time.process_time() - cpu0
+        await r.aclose()
+        return done, cpu
+
+    out.put(asyncio.run(run()))
+
+
+async def gateway_loop(r: Redis, url: str) -> None:
+    import multiprocessing
+    print("### The gateway loop: processes each continuing 20 conversations of 0.7 KB turns 25 times (depth 10 to 35)\n")
+    print("| processes | turns/s | Redis us per turn | worker CPU us per turn |")
+    print("|---:|---:|---:|---:|")
+    ctx = multiprocessing.get_context("spawn")
+    loop = asyncio.get_running_loop()
+    for procs in (1, 2, 4):
+        ready, go, out = ctx.Queue(), ctx.Event(), ctx.Queue()
+        workers = [ctx.Process(target=_worker, args=(url, 25, ready, go, out)) for _ in range(procs)]
+        for w in workers:
+            w.start()
+        for _ in workers:
+            await loop.run_in_executor(None, ready.get)
+        await r.slowlog_reset()
+        start = time.perf_counter()
+        go.set()
+        results = [await loop.run_in_executor(None, out.get) for _ in workers]
+        wall = time.perf_counter() - start
+        for w in workers:
+            w.join()
+        log = await r.slowlog_get(100_000)
+        top = sum(e["duration"] for e in log if not e["command"].upper().startswith(b"SLOWLOG"))
+        turns = sum(d for d, _ in results)
+        cpu = sum(c for _, c in results)
+        print(f"| {procs} | {turns / wall:,.0f} | {top / turns:,.1f} | {cpu / turns * 1e6:,.0f} |")
+    print()
+
+
 async def main() -> None:
     args = parser(__doc__ or "").parse_args()
     with redis_url(args.url) as url:
@@ -284,6 +374,8 @@ async def main() -> None:
         await resolve_costs(r, store)
         await inline_threshold(r, store)
         await depth_one(r, store, args.rounds)
+        await turn_cost(r, store)
+        await gateway_loop(r, url)
         await memory(r)
         await year(r)
         await r.aclose()
