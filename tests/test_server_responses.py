@@ -203,3 +203,29 @@ async def test_a_failing_model_is_a_500_in_openai_shape(backend: Any) -> None:
     assert caught.value.body == {"message": "The server had an error while processing your request.",  # type: ignore[comparison-overlap]
                                  "type": "server_error", "param": None, "code": "server_error"}
     await http.aclose()
+
+
+async def test_any_worker_continues_any_conversation(backend: Any) -> None:
+    """Two servers (two workers) over one backend, each turn on the other one: by
+    previous_response_id and in a conversation."""
+    clients = []
+    for _ in range(2):
+        client, http = client_for(create_app(make_store(backend), make_conversations(backend)))
+        clients.append((client, http))
+    (one, _), (two, _) = clients
+    previous = None
+    for turn in range(4):
+        client = (one, two)[turn % 2]
+        response = await client.responses.create(model="test-model", input=f"turn {turn}",
+                                                 previous_response_id=previous)
+        assert response.output_text == f"({2 * turn + 1} items so far) you said: turn {turn}"
+        previous = response.id
+    conversation = await one.conversations.create()
+    for turn in range(4):
+        client = (two, one)[turn % 2]
+        response = await client.responses.create(model="test-model", input=f"turn {turn}",
+                                                 conversation=conversation.id)
+        assert response.output_text == f"({2 * turn + 1} items so far) you said: turn {turn}"
+    assert len([i async for i in two.conversations.items.list(conversation.id)]) == 8
+    for _, http in clients:
+        await http.aclose()
