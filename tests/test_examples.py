@@ -33,3 +33,4 @@ async def test_the_gateway_example_continues_a_conversation(redis_server, monkey
     assert caught.value.code == "session.chain.not_found"
     await http.aclose()
     await gateway.store.close()
+    await gateway.conversations.close()
