@@ -2,20 +2,18 @@
 
 A page is ``{"object": "list", "data", "first_id", "last_id", "has_more"}``;
 ``after`` is the id of the last item the caller has seen, in the order asked for.
-``input_items`` pages a response's items with it; the conversation store pages
-its own items and only the query checks here are shared.
+``input_items`` pages a response's items with :func:`page`; the conversation
+store pages its own items in Redis (:mod:`redis_sessions.conversations.paging`),
+and shares its limits with the query checks here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
+from ..conversations.checks import DEFAULT_LIMIT, MAX_LIMIT, Order
 from .errors import ApiError
-
-DEFAULT_LIMIT = 20
-MAX_LIMIT = 100
-Order = Literal["asc", "desc"]
 
 
 @dataclass(frozen=True)
