@@ -8,12 +8,12 @@ from typing import Any, Mapping
 import msgspec
 
 from ..conversations.base import ConversationStore
-from ..conversations.checks import MAX_ITEMS_PER_CALL
+from ..conversations.checks import MAX_ITEMS_PER_CALL, MAX_LIMIT
 from ..errors import SessionError
 from ..models import Item
 from .errors import ApiError
 from .items import items_of, shaped
-from .paging import MAX_LIMIT, page_query
+from .paging import page_query
 
 
 def _json(value: Any) -> dict[str, Any]:
