@@ -39,3 +39,38 @@ end
 local function expire(key, ttl)
   if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
 end
+
+-- Appending items, A[at], A[at + 1], ... = item id, item, ... oldest first: the
+-- conversation's last sequence number, or nil and the reply ({'nf'}: no
+-- conversation, {'corrupt'}, {'dup', id}: a live item has that id). Split from
+-- append_write so that chain_save_turn.lua checks both keys before writing either.
+local function append_check(key, A, at)
+  local hdr = redis.call('HMGET', key, 'c', 'n')
+  if not hdr[1] then return nil, {'nf'} end
+  local n = tonumber(hdr[2])
+  if not n then return nil, {'corrupt'} end
+  local count = math.floor((#A - at + 1) / 2)
+  if count > 0 then
+    local xs = {}
+    for j = 1, count do xs[j] = 'x:' .. A[at + 2 * j - 2] end
+    local seqs = redis.call('HMGET', key, unpack(xs))
+    for j = 1, count do
+      if seqs[j] and redis.call('HEXISTS', key, 'i:' .. seqs[j]) == 1 then return nil, {'dup', A[at + 2 * j - 2]} end
+    end
+  end
+  return n
+end
+
+-- The append's writes, with ``extra`` field/value pairs in the same HSET.
+local function append_write(key, A, at, n, extra)
+  local count = math.floor((#A - at + 1) / 2)
+  local args = {'n', tostring(n + count)}
+  for _, v in ipairs(extra) do args[#args + 1] = v end
+  for j = 1, count do
+    args[#args + 1] = 'i:' .. (n + j)
+    args[#args + 1] = A[at + 2 * j - 1]
+    args[#args + 1] = 'x:' .. A[at + 2 * j - 2]
+    args[#args + 1] = tostring(n + j)
+  end
+  redis.call('HSET', key, unpack(args))
+end

@@ -32,10 +32,20 @@ def lua_folder() -> "Traversable":
         return Path(__file__).resolve().parent.parent / "lua"
 
 
+LIBS: dict[str, tuple[str, ...]] = {
+    "chain_save": ("chain_lib",),
+    "chain_save_turn": ("conv_lib", "chain_lib"),
+}
+"""The library files sent in front of a script (Redis scripts cannot load one another).
+The item and conversation scripts add theirs in their own modules."""
+
+
 class LuaScript:
     def __init__(self, name: str) -> None:
         self.name = name
-        self.source = lua_folder().joinpath(f"{name}.lua").read_text("utf-8")
+        folder = lua_folder()
+        parts = [folder.joinpath(f"{part}.lua").read_text("utf-8") for part in (*LIBS.get(name, ()), name)]
+        self.source = "\n".join(parts)
         self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
 
     async def __call__(self, client: AnyRedis, keys: Sequence[str], args: Sequence[Any]) -> Any:

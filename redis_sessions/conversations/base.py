@@ -85,6 +85,15 @@ class ConversationStore(ABC):
         self.max_batch_bytes = validate.integer(max_batch_bytes, "max_batch_bytes", minimum=1, maximum=256 << 20)
         self._clock = clock
 
+    @property
+    def ttl_ms(self) -> int:
+        """The TTL every write gives a conversation, in ms (0: none)."""
+        return self._ttl_ms
+
+    def now(self) -> float:
+        """This store's clock."""
+        return self._clock()
+
     async def close(self) -> None:
         """Release what this store built (see the backend); a no-op here."""
 
@@ -158,6 +167,19 @@ class ConversationStore(ABC):
         entries = await paging.collect(call, limit, after)
         where = self._where(conversation_id)
         return paging.page_of([decode_item(e, where) for e in entries], limit)
+
+    async def history(self, conversation_id: str) -> list[Item]:
+        """Every item of the conversation, oldest first: the next turn's input history
+        (a response saved with ``conversation_id`` appends its turn, see the response
+        store's ``conversations``). Read in pages of 100, one bounded call each."""
+        items: list[Item] = []
+        after: Optional[str] = None
+        while True:
+            page = await self.list_items(conversation_id, limit=checks.MAX_LIMIT, order="asc", after=after)
+            items.extend(page.data)
+            if not page.has_more or page.last_id is None:
+                return items
+            after = page.last_id
 
     @bounded
     async def get_item(self, conversation_id: str, item_id: str) -> Item:

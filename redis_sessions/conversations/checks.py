@@ -80,17 +80,19 @@ def item_prefix(item: Item) -> str:
 
 
 def items(value: object, max_item_bytes: int, max_batch_bytes: int,
-          *, allow_empty: bool) -> tuple[list[Item], list[str], list[bytes]]:
+          *, allow_empty: bool, max_items: int = MAX_ITEMS_PER_CALL) -> tuple[list[Item], list[str], list[bytes]]:
     """Copies of the items, each with an ``id`` (minted where missing), their ids and
-    their encodings. Ids must be unique within the call."""
+    their encodings. Ids must be unique within the call. ``max_items``: OpenAI's 20 for
+    an add; a response's turn (input and output, appended as it is saved) has no count
+    limit, only ``max_batch_bytes``."""
     if value is None and allow_empty:
         value = []
     if not isinstance(value, list):
         raise _bad(f"items must be a list, got {type(value).__name__}")
     if not value and not allow_empty:
         raise _bad("items must not be empty")
-    if len(value) > MAX_ITEMS_PER_CALL:
-        raise _bad(f"{len(value)} items in one call, the limit is {MAX_ITEMS_PER_CALL}")
+    if len(value) > max_items:
+        raise _bad(f"{len(value)} items in one call, the limit is {max_items}")
     out: list[Item] = []
     for index, item in enumerate(value):
         if not isinstance(item, dict):

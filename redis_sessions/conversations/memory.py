@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, TypeVar, Union
 
 from ..clock import Clock, system_clock
 from ..items.base import MAX_BATCH_BYTES, MAX_ITEM_BYTES
@@ -23,6 +23,7 @@ from . import paging
 from .base import ConversationStore, Reply
 
 RING, RETAIN_MS = 16, 300000
+T = TypeVar("T")
 _SWEEP_EVERY = 1024
 
 
@@ -127,26 +128,41 @@ def conv_create(r: _Commands, key: str, argv: list[bytes]) -> Reply:
     return [b"ok"]
 
 
-def conv_add(r: _Commands, key: str, argv: list[bytes]) -> Reply:
-    ttl, tok = int(argv[0]), argv[1]
-    c, n_field, ops = r.hmget(key, "c", "n", "ops")
-    if find(ops, tok) is not None:
-        return [b"ok"]
+def append_check(r: _Commands, key: str, argv: list[bytes], at: int) -> tuple[Optional[int], Reply]:
+    """conv_lib.lua's append_check (``at`` counts from 0 here, from 1 there)."""
+    c, n_field = r.hmget(key, "c", "n")
     if c is None:
-        return [b"nf"]
+        return None, [b"nf"]
     n = _number(n_field)
     if n is None:
-        return [b"corrupt"]
-    count = (len(argv) - 2) // 2
-    ids = [argv[2 * j].decode() for j in range(1, count + 1)]
-    seqs = r.hmget(key, *[f"x:{i}" for i in ids])
+        return None, [b"corrupt"]
+    count = (len(argv) - at) // 2
+    if count:
+        seqs = r.hmget(key, *[f"x:{argv[at + 2 * j].decode()}" for j in range(count)])
+        for j in range(count):
+            if seqs[j] is not None and r.hexists(key, "i:" + seqs[j].decode()):  # type: ignore[union-attr]
+                return None, [b"dup", argv[at + 2 * j]]
+    return n, []
+
+
+def append_write(r: _Commands, key: str, argv: list[bytes], at: int, n: int,
+                 extra: list[Union[str, bytes, int]]) -> None:
+    count = (len(argv) - at) // 2
+    args: list[Union[str, bytes, int]] = ["n", n + count, *extra]
     for j in range(count):
-        if seqs[j] is not None and r.hexists(key, "i:" + seqs[j].decode()):  # type: ignore[union-attr]
-            return [b"dup", argv[2 + 2 * j]]
-    args: list[Union[str, bytes, int]] = ["n", n + count, "ops", remember(ops, tok, b"a")]
-    for j in range(1, count + 1):
-        args += [f"i:{n + j}", argv[1 + 2 * j], f"x:{ids[j - 1]}", n + j]
+        args += [f"i:{n + j + 1}", argv[at + 2 * j + 1], f"x:{argv[at + 2 * j].decode()}", n + j + 1]
     r.hset(key, *args)
+
+
+def conv_add(r: _Commands, key: str, argv: list[bytes]) -> Reply:
+    ttl, tok = int(argv[0]), argv[1]
+    (ops,) = r.hmget(key, "ops")
+    if find(ops, tok) is not None:
+        return [b"ok"]
+    n, reply = append_check(r, key, argv, 2)
+    if n is None:
+        return reply
+    append_write(r, key, argv, 2, n, ["ops", remember(ops, tok, b"a")])
     expire(r, key, ttl)
     return [b"ok"]
 
@@ -274,6 +290,12 @@ class HashStore:
                 for k in list(self._keys):
                     r.get(k)
             return reply
+
+    def apply(self, now: float, step: Callable[[_Commands], T]) -> T:
+        """Run ``step`` on the conversations at ``now``, as one script would run: alone
+        (the response store's save of a conversation's turn, chain_save_turn.lua)."""
+        with self._lock:
+            return step(_Commands(self._keys, int(now * 1000)))
 
     def raw(self, key: str, now: float) -> Optional[tuple[dict[str, bytes], Optional[int]]]:
         """A key's fields and deadline (ms), as HGETALL and PEXPIRETIME would show them."""

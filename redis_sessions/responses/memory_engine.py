@@ -14,9 +14,12 @@ on the scripts (fakeredis on the same fake clock) and compares every answer.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..clock import Clock
+if TYPE_CHECKING:
+    from ..conversations.memory import HashStore
+
 from .protocol import DELETED, NOT_FOUND, OPS_FIELD, RING_TTL_MS, SAVED, SaveRequest, ring_find, ring_push
 
 
@@ -96,6 +99,39 @@ class MemoryChainEngine:
         refused = self._check_save(entry, request)
         if refused is not None:
             return refused
+        return self._write_save(thread, entry, request)
+
+    # -- threads and conversations: chain_save_turn.lua -------------------------------
+    async def save_turn(self, thread: str, request: SaveRequest, conversations: Any, conversation_id: str,
+                        pairs: Sequence[bytes]) -> tuple[str, str]:
+        """The save and the append, in one step, as the script does it: both keys'
+        checks first (the thread's, then the conversation's), then both writes."""
+        # Imported here: the conversations package imports the responses package.
+        from ..conversations.memory import append_check, append_write
+        from ..conversations.memory import expire as conv_expire
+
+        self.round_trips += 1
+        entry = self._live_thread(thread)
+        refused = self._check_save(entry, request)
+        if refused is not None:
+            return refused
+        argv = list(pairs)
+
+        def step(r: Any) -> tuple[str, str]:
+            n, reply = append_check(r, conversation_key, argv, 0)
+            if n is None:
+                status, detail = (list(reply) + [b""])[:2]
+                return (status or b"").decode(), (detail or b"").decode()
+            result = self._write_save(thread, entry, request)
+            append_write(r, conversation_key, argv, 0, n, [])
+            conv_expire(r, conversation_key, conversation_ttl_ms)
+            return result
+
+        hashes: HashStore = conversations.store
+        conversation_key, conversation_ttl_ms = conversations.keys.conversation(conversation_id), conversations.ttl_ms
+        return hashes.apply(conversations.now(), step)
+
+    def _write_save(self, thread: str, entry: _Entry | None, request: SaveRequest) -> tuple[str, str]:
         rid, token = request.response_id, request.token
         if entry is None:
             entry = self.threads[thread] = _Entry(expires_at=self._deadline(request.ttl_ms))

@@ -9,7 +9,7 @@ store logic above it is written once.
 from __future__ import annotations
 
 import os
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 from ..keys import KeySpace
 from ..models import ResponseSessionSnapshot, StoredResponseSession
@@ -124,6 +124,11 @@ class ChainEngine(Protocol):
         """Give a foreign id's locator ``ttl_ms`` from now, if it exists."""
 
     async def save(self, thread: str, request: SaveRequest) -> tuple[str, str]: ...
+
+    async def save_turn(self, thread: str, request: SaveRequest, conversations: Any, conversation_id: str,
+                        pairs: Sequence[bytes]) -> tuple[str, str]:
+        """``save`` and the append of ``pairs`` (item id, item, ...) to the conversation of
+        ``conversations``, in one step, every check of both before either writes."""
 
     async def fetch(self, thread: str, response_id: str, slide_ms: int) -> object | None:
         """One record (its stored bytes), or None."""

@@ -76,6 +76,7 @@ class RedisChainEngine:
         """``replica_acks``: the scripts' writes and the locator's SET wait for replicas (see replication)."""
         self.round_trips = 0
         self._save = script("chain_save")
+        self._save_turn = script("chain_save_turn")
         self._walk = script("chain_walk")
         self._delete = script("chain_delete")
 
@@ -151,6 +152,25 @@ class RedisChainEngine:
         self.round_trips += 1
         async with translate_errors(f"thread {key!r}"):
             result = await self._run(self._save, key, args)
+        return as_text(result[0]), as_text(result[1])
+
+    async def save_turn(self, thread: str, request: SaveRequest, conversations: Any, conversation_id: str,
+                        pairs: Sequence[bytes]) -> tuple[str, str]:
+        """The save and the append of its turn's items to the conversation, one script
+        on two keys of one slot (lua/chain_save_turn.lua)."""
+        key = self.keys.thread(thread)
+        conversation_key, conversation_ttl_ms = self.keys.conversation(conversation_id), conversations.ttl_ms
+        args = [request.response_id, request.parent, b"=" if request.expect else b"-", request.expected,
+                b"1" if request.overwrite else b"0", request.blob, _number(request.ttl_ms),
+                _number(request.walk_limit), request.token, _RING, _number(conversation_ttl_ms), *pairs]
+        self.round_trips += 1
+        async with translate_errors(f"thread {key!r}"):
+            if self.acks is None:
+                result = await self._save_turn(self.link.client, [key, conversation_key], args)
+            else:
+                lua = self._save_turn
+                result = await write_acked(self.link.client, key, ("EVALSHA", lua.sha, 2, key, conversation_key, *args),
+                                           self.acks, fallback=("EVAL", lua.source, 2, key, conversation_key, *args))
         return as_text(result[0]), as_text(result[1])
 
     async def fetch(self, thread: str, response_id: str, slide_ms: int) -> object | None:

@@ -32,7 +32,7 @@ from .. import validate
 from ..clock import Clock, system_clock
 from ..codec import decode_session, encode
 from ..errors import ErrorCode, SessionError
-from ..ids import mint_response_id, new_thread_tag, thread_of, validate_id
+from ..ids import mint_id, mint_response_id, new_thread_tag, thread_of, validate_id
 from ..keys import DEFAULT_PREFIX, KeySpace
 from ..models import (
     ResponseSessionSnapshot,
@@ -42,7 +42,7 @@ from ..models import (
 )
 from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, bounded
 from ..replication import DEFAULT_ACK_TIMEOUT, ReplicaAcks
-from .chain import build_snapshot, check_walk, decode_chain, linked
+from .chain import build_snapshot, check_walk, decode_chain, linked, request_input_items
 from .memory_engine import MemoryChainEngine
 from .protocol import UNSET, ChainEngine, SaveRequest, _Unset, new_token
 from .redis_engine import RedisChainEngine
@@ -79,6 +79,25 @@ async def _together(first: Awaitable[A], second: Awaitable[B], *, waits: bool = 
         if isinstance(outcome, BaseException):
             raise outcome
     return one, two  # type: ignore[return-value]
+
+
+def _check_conversations(conversations: Any, kind: type, keys: KeySpace) -> None:
+    """The conversation store a response store appends to: of its backend, with its prefix
+    (the save script builds the conversation's key from the response store's own prefix)."""
+    if conversations is None:
+        return
+    if not isinstance(conversations, kind):
+        raise SessionError(ErrorCode.INPUT_INVALID, f"conversations must be a {kind.__name__}, "
+                           f"not {type(conversations).__name__}")
+    theirs = getattr(conversations, "keys").prefix
+    if theirs != keys.prefix:
+        raise SessionError(ErrorCode.INPUT_INVALID, f"conversations use the prefix {theirs!r}, "
+                           f"this store {keys.prefix!r}: they must share one")
+
+
+def _both_chains() -> SessionError:
+    return SessionError(ErrorCode.INPUT_INVALID, "Mutually exclusive parameters: a response continues either a "
+                        "previous_response_id or a conversation, not both (as OpenAI refuses them)")
 
 
 def _expected_mismatch(parent: str | None) -> SessionError:
@@ -160,8 +179,12 @@ class ChainStore:
         sliding_ttl: bool,
         replay_instructions: bool,
         timeout: float | None,
+        conversations: Any = None,
     ) -> None:
         self._ttl_ms = validate.ttl_ms(ttl_seconds)
+        self.conversations = conversations
+        """The conversation store a response with ``conversation_id`` appends its turn to,
+        in the same step as its save (None: such responses are saved like any other)."""
         self.engine = engine
         self.keys = keys
         self.ttl_seconds = ttl_seconds
@@ -185,9 +208,17 @@ class ChainStore:
         return thread_of(response_id) or await self.engine.locate(response_id, self._slide_ms)
 
     @bounded
-    async def new_response_id(self, previous_response_id: str | None = None) -> str:
+    async def new_response_id(self, previous_response_id: str | None = None, *,
+                              conversation_id: str | None = None) -> str:
         """Mint an id that continues ``previous_response_id`` in its thread (one lookup
-        only when the parent's id was minted elsewhere)."""
+        only when the parent's id was minted elsewhere). With ``conversation_id``, an id
+        for a response of that conversation (``resp_`` + 48 hex, found through its
+        locator: the conversation's responses share its slot, not a minted thread)."""
+        if conversation_id is not None:
+            if previous_response_id is not None:
+                raise _both_chains()
+            validate_id(conversation_id, "conversation_id")
+            return mint_id("resp")
         if previous_response_id is None:
             return mint_response_id(new_thread_tag())
         validate_id(previous_response_id, "previous_response_id")
@@ -280,6 +311,9 @@ class ChainStore:
         existing id is still ``session.store.conflict``.
         """
         response_id, parent, expected, blob = self._check_save(session, expected_previous_response_id, overwrite)
+        if self.conversations is not None and session.conversation_id is not None:
+            await self._save_turn(session, response_id, expected, blob, overwrite)
+            return
         thread = await self._thread_for_save(response_id, parent)
         request = SaveRequest(response_id, parent or "", expected is not None, expected or "", overwrite, blob,
                               self._ttl_ms, OVERWRITE_CYCLE_WALK_LIMIT, new_token())
@@ -287,6 +321,48 @@ class ChainStore:
         if status != "ok":
             await self._refused(status, detail, response_id, parent, thread)
         await self._after_save(response_id, parent, thread)
+
+    async def _save_turn(self, session: StoredResponseSession, response_id: str, expected: str | None, blob: bytes,
+                         overwrite: bool) -> None:
+        """A response of a conversation: saved into the conversation's slot (thread
+        ``c:<conversation id>``), and the turn's items (its input, as
+        :func:`request_input_items` shapes it, then its output; ids minted where missing)
+        appended to the conversation by the same script. Its locator is set first, so an
+        id saved elsewhere is refused before anything is written."""
+        from ..conversations import checks as conversation_checks  # here: conversations imports this package
+
+        conversations = self.conversations
+        conversation_id = validate_id(session.conversation_id, "conversation_id")
+        if session.previous_response_id is not None:
+            raise _both_chains()
+        if overwrite:
+            raise SessionError(ErrorCode.INPUT_INVALID, "a conversation's response is not overwritten: its turn "
+                               "is in the conversation already")
+        if thread_of(response_id) is not None:
+            raise SessionError(ErrorCode.ID_INVALID, f"{response_id!r} was minted for a thread; mint a conversation's "
+                               "response ids with new_response_id(conversation_id=...)")
+        items = request_input_items(session.request.input) + list(session.response.output)
+        _, ids, entries = conversation_checks.items(items, conversations.max_item_bytes, conversations.max_batch_bytes,
+                                                    allow_empty=True, max_items=len(items))
+        pairs = [part for pair in zip((i.encode() for i in ids), entries) for part in pair]
+        thread = "c:" + conversation_id
+        old = await self.engine.point(response_id, thread, self._ttl_ms)
+        if old is not None and old != thread:
+            raise SessionError(ErrorCode.STORE_CONFLICT, f"response {response_id!r} already exists")
+        request = SaveRequest(response_id, "", expected is not None, expected or "", overwrite, blob,
+                              self._ttl_ms, OVERWRITE_CYCLE_WALK_LIMIT, new_token())
+        status, detail = await self.engine.save_turn(thread, request, conversations, conversation_id, pairs)
+        if status == "ok":
+            return
+        if old is None:
+            await self.engine.unpoint(response_id)  # the locator this call set points at nothing
+        if status == "nf":
+            raise SessionError(ErrorCode.CONVERSATION_NOT_FOUND, f"conversation {conversation_id!r} was not found")
+        if status == "dup":
+            raise SessionError(ErrorCode.STORE_CONFLICT, f"conversation {conversation_id!r} already holds an item {detail!r}")
+        if status == "corrupt":
+            raise SessionError(ErrorCode.RECORD_CORRUPT, f"conversation {conversation_id!r} holds a corrupt header")
+        await self._refused(status, detail, response_id, None, thread)
 
     def _check_save(self, session: object, expected: object, overwrite: object) -> tuple[str, str | None, str | None, bytes]:
         """Every argument of a save, checked before anything is sent: the id, the
@@ -461,19 +537,25 @@ class RedisResponseSessionStore(ChainStore):
         link: RedisLink | None = None,
         replica_acks: int = 0,
         replica_ack_timeout: float = DEFAULT_ACK_TIMEOUT,
+        conversations: Any = None,
     ) -> None:
         """``client``: a redis-py asyncio ``Redis`` or ``RedisCluster``, never closed here.
         ``timeout``: seconds one call may take in total, retries included (None: no budget).
         ``replica_acks``: a write returns only once that many replicas have it (WAIT on the
-        same connection), else ``session.backend.not_replicated`` after ``replica_ack_timeout``."""
+        same connection), else ``session.backend.not_replicated`` after ``replica_ack_timeout``.
+        ``conversations``: a :class:`RedisConversationStore` on the same Redis and prefix;
+        a response saved with ``conversation_id`` then appends its turn to it atomically."""
+        from ..conversations import RedisConversationStore  # here: conversations imports this package
+
         keys = KeySpace(key_prefix)
+        _check_conversations(conversations, RedisConversationStore, keys)
         acks = ReplicaAcks.of(replica_acks, replica_ack_timeout)
         self.link = link if link is not None else RedisLink(client, timeout=timeout)
         engine = RedisChainEngine(self.link, keys, acks)
         super().__init__(
             engine, keys, ttl_seconds=ttl_seconds, max_depth=max_depth,
             max_record_bytes=max_record_bytes, sliding_ttl=sliding_ttl, replay_instructions=replay_instructions,
-            timeout=timeout,
+            timeout=timeout, conversations=conversations,
         )
         engine.limit_records(self.max_record_bytes)
 
@@ -528,12 +610,18 @@ class MemoryResponseSessionStore(ChainStore):
         sliding_ttl: bool = False,
         replay_instructions: bool = False,
         clock: Clock = system_clock,
+        conversations: Any = None,
     ) -> None:
+        """``conversations``: a :class:`MemoryConversationStore` with the same prefix; a
+        response saved with ``conversation_id`` then appends its turn to it atomically."""
+        from ..conversations import MemoryConversationStore  # here: conversations imports this package
+
         keys = KeySpace(key_prefix)
+        _check_conversations(conversations, MemoryConversationStore, keys)
         super().__init__(
             MemoryChainEngine(clock), keys, ttl_seconds=ttl_seconds, max_depth=max_depth,
             max_record_bytes=max_record_bytes, sliding_ttl=sliding_ttl, replay_instructions=replay_instructions,
-            timeout=None,
+            timeout=None, conversations=conversations,
         )
         for session in parents_first(_initial_sessions(sessions)):
             _finish_now(self.save(session))
