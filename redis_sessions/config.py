@@ -122,7 +122,10 @@ class SessionConfig(BaseSettings):
             raise SessionError(ErrorCode.INPUT_INVALID, f"invalid session config: {exc}") from None
 
 
-def create_response_session_store(config: SessionConfig) -> ChainStore:
+def create_response_session_store(config: SessionConfig, *, conversations: ConversationStore | None = None) -> ChainStore:
+    """The response store ``config`` describes. With ``conversations`` (built from the same
+    config), a response saved with ``conversation_id`` appends its turn to that
+    conversation in the same atomic step."""
     options = dict(
         key_prefix=config.key_prefix,
         ttl_seconds=config.ttl_seconds,
@@ -130,6 +133,7 @@ def create_response_session_store(config: SessionConfig) -> ChainStore:
         max_record_bytes=config.max_record_bytes,
         sliding_ttl=config.sliding_ttl,
         replay_instructions=config.replay_instructions,
+        conversations=conversations,
     )
     if config.store_backend == "memory":
         return MemoryResponseSessionStore(**options)  # type: ignore[arg-type]

@@ -39,8 +39,11 @@ def make_conversations(backend: Any) -> ConversationStore:
     return RedisConversationStore(backend.client, key_prefix=backend.prefix)
 
 
-async def serve(backend: Any, *, model: Model = stand_in_model) -> AsyncIterator[Served]:
-    store, conversations = make_store(backend), make_conversations(backend)
+async def serve(backend: Any, *, model: Model = stand_in_model, one_step: bool = True) -> AsyncIterator[Served]:
+    """An app over ``backend``. ``one_step``: the response store appends a conversation's
+    turn in the same step as its save; else the server's two writes (save, then append)."""
+    conversations = make_conversations(backend)
+    store = make_store(backend, conversations=conversations) if one_step else make_store(backend)
     app = create_app(store, conversations, model=model)
     client, http = client_for(app)
     yield Served(app, store, conversations, client, http)

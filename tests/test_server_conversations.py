@@ -13,9 +13,11 @@ from openai.types.responses import Response
 from serverkit import Served, serve
 
 
-@pytest.fixture
-async def served(backend: Any) -> AsyncIterator[Served]:
-    async for s in serve(backend):
+@pytest.fixture(params=[True, False], ids=["one-step", "two-writes"])
+async def served(backend: Any, request: pytest.FixtureRequest) -> AsyncIterator[Served]:
+    """Each test runs with a response store that appends a turn in its save's own step,
+    and with one built without the conversation store (the server then writes twice)."""
+    async for s in serve(backend, one_step=request.param):
         yield s
 
 

@@ -129,8 +129,10 @@ def create_app(
     closed when the app shuts down; stores given are the caller's to close.
     ``model`` answers every turn: :func:`stand_in_model` until you pass
     ``upstream_model(openai.AsyncOpenAI())``."""
-    chain_store = store if store is not None else create_response_session_store(config or SessionConfig())
     conv_store = conversations if conversations is not None else create_conversation_store(config or SessionConfig())
+    # A store built here appends a conversation's turn in the same step as its save.
+    chain_store = store if store is not None else create_response_session_store(
+        config or SessionConfig(), conversations=conv_store)
     owned = [built for built, given in ((chain_store, store), (conv_store, conversations)) if given is None]
     responses = ResponsesApi(chain_store, model, conversations=StoreLink(conv_store), default_model=default_model)
 

@@ -116,7 +116,11 @@ class ResponsesApi:
         reply = await self.model(ModelCall(model=model, instructions=request.instructions,
                                            input=history + items, body=dict(body)))
         output = [with_id(item) for item in reply.output]
-        response_id = await self.store.new_response_id(previous)  # in its parent's thread
+        atomic = conversation is not None and self.store.conversations is not None
+        if atomic:  # the conversation's responses live in its slot, found by locator
+            response_id = await self.store.new_response_id(conversation_id=conversation)
+        else:
+            response_id = await self.store.new_response_id(previous)  # in its parent's thread
         now = int(self.clock())
         session = StoredResponseSession(
             id=response_id, previous_response_id=previous, conversation_id=conversation, created_at=now,
@@ -127,11 +131,10 @@ class ResponsesApi:
             return response_object(session, stored=False)
         # Refused (409) if another worker answered this turn first with this id.
         await self.store.save(session, expected_previous_response_id=previous)
-        if conversation is not None and self.conversations is not None:
-            # Two writes, not one: the response is saved, then the turn appended to the
-            # conversation. If the append fails the response exists and the conversation
-            # lacks the turn (the client sees the error). Until the stores offer one
-            # atomic save+append, this order never lists items of a response that was not saved.
+        if conversation is not None and self.conversations is not None and not atomic:
+            # A response store built without the conversation store: two writes, the
+            # response saved, then the turn appended. If the append fails the response
+            # exists and the conversation lacks the turn (the client sees the error).
             await self.conversations.append(conversation, items + output)
         return response_object(session)
 
