@@ -11,6 +11,9 @@ A comment line right before a block can change that:
   ``REDIS_SESSIONS_PASSWORD`` and ``REDIS_SESSIONS_SSL_CA_CERTS``.
 - ``<!-- test: env=fresh -->``: run in a copy of the checkout with no server and
   no ``REDIS_SESSIONS_URL`` (the "fresh machine" commands).
+- ``<!-- test: serve -->``: a command that serves until stopped: it runs in the
+  background with ``UVICORN_PORT`` set to a free port, the official OpenAI client
+  continues a chain and a conversation through it, and then it is stopped.
 - ``<!-- test: not run: <reason> -->``: listed in the test's ids with its reason.
 """
 
@@ -19,8 +22,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -28,7 +34,7 @@ from typing import Iterator
 import pytest
 
 from fakeopenai import FakeOpenAI
-from servers import TlsServer
+from servers import TlsServer, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"(?:<!--\s*test:\s*(?P<directive>[^>]*?)\s*-->\n)?```(?P<lang>python|sh)\n(?P<code>.*?)```", re.S)
@@ -46,6 +52,7 @@ class Block:
     code: str
     env: str
     not_run: str | None
+    serve: bool = False
 
     @property
     def id(self) -> str:
@@ -59,7 +66,8 @@ def readme_blocks() -> list[Block]:
         directive = match.group("directive") or ""
         not_run = directive.split("not run:", 1)[1].strip() if "not run:" in directive else None
         env = directive.split("env=", 1)[1].split()[0] if "env=" in directive else "redis"
-        blocks.append(Block(index, match.group("lang"), match.group("code"), env, not_run))
+        blocks.append(Block(index, match.group("lang"), match.group("code"), env, not_run,
+                            serve="serve" in directive.split()))
     return blocks
 
 
@@ -135,6 +143,9 @@ def _params() -> list[object]:
 def test_the_readme_block_runs_as_written(block: Block, request, fake_openai, tmp_path):
     env = _env_for(block, request, fake_openai)
     cwd = _checkout_copy(tmp_path) if block.env == "fresh" else tmp_path
+    if block.serve:
+        _serve_and_talk(block, env, cwd)
+        return
     if block.lang == "python":
         script = tmp_path / "block.py"
         script.write_text(block.code)
@@ -145,3 +156,39 @@ def test_the_readme_block_runs_as_written(block: Block, request, fake_openai, tm
     assert out.returncode == 0, f"README block {block.id} failed:\n{out.stdout}\n{out.stderr}"
     for line in (out.stdout + out.stderr).splitlines():
         assert "Traceback" not in line
+
+
+def _serve_and_talk(block: Block, env: dict[str, str], cwd: Path) -> None:
+    """Run a serving block in the background, talk to it with the official client, stop it."""
+    import openai
+
+    port = free_port()
+    proc = subprocess.Popen(["bash", "-euo", "pipefail", "-c", block.code], cwd=cwd,
+                            env={**env, "UVICORN_PORT": str(port)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, f"README block {block.id} exited:\n{proc.stdout.read() if proc.stdout else ''}"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, f"README block {block.id} never listened on {port}"
+                time.sleep(0.2)
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
+        first = client.responses.create(model="stand-in", input="Hello")
+        second = client.responses.create(model="stand-in", input="Again", previous_response_id=first.id)
+        assert second.output_text == "(3 items so far) you said: Again"  # any worker continues the chain
+        conversation = client.conversations.create(items=[{"role": "user", "content": "Hi"}])
+        third = client.responses.create(model="stand-in", input="There?", conversation=conversation.id)
+        assert third.output_text == "(2 items so far) you said: There?"
+        assert len(client.conversations.items.list(conversation.id).data) == 3
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            out, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+    assert "Traceback" not in out, out
