@@ -16,6 +16,7 @@ import time
 import uuid
 from typing import Any, AsyncIterator
 
+import msgspec
 import pytest
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
@@ -260,6 +261,32 @@ async def test_purge_idle(seeded: Seeded) -> None:
     assert result["kept_active"] + result["kept_unrecorded"] == 2 and result["kept_locators"] == 1
     assert_one_line_error(cli("show", seeded.ids[0], *seeded.args()))
     assert ok_json("show", seeded.foreign, *seeded.args())["record"]["id"] == seeded.foreign
+
+
+async def test_stats_and_purge_know_conversations(url: str) -> None:
+    """A conversation's hash is a key of the prefix: counted by stats, deleted by a plain
+    purge, kept by an idle purge (it records no last write)."""
+    from redis_sessions.conversations import RedisConversationStore
+
+    prefix = f"cli{uuid.uuid4().hex[:8]}"
+    args = ["--url", url, "--prefix", prefix]
+    conversations = RedisConversationStore.from_url(url, key_prefix=prefix, ttl_seconds=3600)
+    store = RedisResponseSessionStore.from_url(url, key_prefix=prefix, ttl_seconds=3600, conversations=conversations)
+    try:
+        conv = await conversations.create(items=[{"role": "user", "content": "hi"}])
+        rid = await store.new_response_id(conversation_id=conv.id)
+        await store.save(msgspec.structs.replace(turn(rid, None, "in a conversation"), conversation_id=conv.id))
+        stats = ok_json("stats", *args)
+        assert (stats["conversations"], stats["threads"], stats["responses"], stats["locators"]) == (1, 1, 1, 1)
+        assert stats["other_keys"] == 0 and stats["ttl"]["conversations"]["<1h"] == 1
+        kept = ok_json("purge", "--yes", "--idle-older-than", "1800", *args)
+        assert kept["by_kind"] == {} and kept["kept_unrecorded"] == 1 and kept["kept_active"] == 1
+        gone = ok_json("purge", "--yes", *args)
+        assert gone["by_kind"] == {"conversation": 1, "thread": 1, "locator": 1}
+        assert await _keys(url, f"{prefix}*") == []
+    finally:
+        await store.close()
+        await conversations.close()
 
 
 def now_ms() -> int:

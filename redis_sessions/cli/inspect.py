@@ -145,7 +145,8 @@ async def items(target: Target, session_id: str, limit: int | None) -> int:
 
 
 # -- stats -----------------------------------------------------------------
-EXPECTED_TYPE = {"thread": "hash", "meta": "hash", "items": "list", "locator": "string", "legacy_locator": "string"}
+EXPECTED_TYPE = {"thread": "hash", "meta": "hash", "items": "list", "locator": "string", "legacy_locator": "string",
+                 "conversation": "hash"}
 
 
 def _count_items(pipe: Any, key: str) -> None:
@@ -238,6 +239,8 @@ def _summarise(target: Target, keys: list[Key], facts: list[list[Any]], usage: d
             no_ttl_sessions += pttl == -1
         elif group == "locator":
             ttl["locators"][ttl_bucket(pttl)] += 1
+        elif group == "conversation":
+            ttl["conversations"][ttl_bucket(pttl)] += 1
     buckets = ["none"] + [name for name, _ in TTL_BUCKETS]
     return {
         "url": target.shown_url,
@@ -252,12 +255,14 @@ def _summarise(target: Target, keys: list[Key], facts: list[list[Any]], usage: d
         "item_sessions": count["items"],
         "items": items,
         "locators": count["locator"],
+        "conversations": count["conversation"],
         "old_layout_meta_keys": count["meta"],
         "other_keys": count["other"],
         "old_locators_unproven": legacy_left,
         "wrong_type": {group: {"count": len(names), "examples": names[:5]} for group, names in sorted(wrong.items())},
         "memory": _memory(measured, usage),
-        "ttl": {group: {b: ttl[group][b] for b in buckets} for group in ("threads", "item_sessions", "locators")},
+        "ttl": {group: {b: ttl[group][b] for b in buckets} for group in ("threads", "item_sessions", "locators",
+                                                                                "conversations")},
         "no_ttl": {"responses": no_ttl_responses, "item_sessions": no_ttl_sessions},
         "failed": failures.as_dict(),
     }
@@ -293,6 +298,7 @@ def _print_stats(r: dict[str, Any]) -> None:
         ("responses", f"{r['responses']} in {r['threads']} threads"),
         ("item sessions", f"{r['item_sessions']} holding {r['items']} items"),
         ("locators", r["locators"]),
+        ("conversations", r["conversations"]),
         ("other keys", f"{r['other_keys']} (under '{r['prefix']}:{{' but not keys of this layout)"),
         ("wrong type", f"{wrong} (keys of this layout holding another Redis type)" if wrong else "none"),
         ("memory", mem_text),

@@ -55,7 +55,7 @@ class Key:
 @dataclass(frozen=True)
 class KeyKinds:
     """What each key of a prefix is: ``thread``, ``items``, ``meta``, ``locator``,
-    ``legacy_locator`` (a candidate, see :func:`prove_legacy`) or ``other``.
+    ``conversation``, ``legacy_locator`` (a candidate, see :func:`prove_legacy`) or ``other``.
 
     ``meta`` is the metadata hash of the old two-key item-session layout: no
     longer written or read, still recognised so that ``purge`` deletes it."""
@@ -70,6 +70,7 @@ class KeyKinds:
             ("meta", _template(ks.session_meta(_MARK))),
             ("locator", _template(ks.locator(_MARK))),
             ("thread", _template(ks.thread(_MARK))),
+            ("conversation", _template(ks.conversation(_MARK))),
         )
         object.__setattr__(self, "patterns", patterns)
 

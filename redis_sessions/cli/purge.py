@@ -30,7 +30,7 @@ from . import output
 from .common import Target
 from .keyscan import Failures, Key, KeyKinds, pipelined, prove_legacy, scan_all, wrong_type
 
-DATA_KINDS = ("thread", "items", "meta")
+DATA_KINDS = ("thread", "items", "meta", "conversation")
 LOCATOR_KINDS = ("locator", "legacy_locator")
 
 IDLE_HELP = """\
