@@ -1,8 +1,12 @@
 -- Delete one response from its thread hash, idempotently.
+-- lua/chain_lib.lua comes in front of this file.
 -- KEYS[1] the thread hash   ARGV[1] the id
 -- ARGV[2] operation token (16 hex digits, random per call; '' = none)
 -- ARGV[3] how many tokens the ring keeps
 -- ARGV[4] ms a thread keeps its ring once its last record is gone
+-- ARGV[5] the store's TTL in ms: how long the parent of a deleted record, left
+--         without children, is kept (it was needed until now)
+-- ARGV[6] '1': keep the books of per-response expiry (chain_lib.lua)
 -- Returns 1 if the record was there, 0 if not, or {'wrongtype', kind}.
 --
 -- The outcome is remembered under the token in the thread's ring ('D' deleted,
@@ -19,11 +23,21 @@ if token ~= '' then
   local at = string.find(ring, token, 1, true)
   if at then return string.sub(ring, at + #token, at + #token) == 'D' and 1 or 0 end
 end
+local mode = books_mode(key)
 local found = redis.call('HEXISTS', key, 'd:' .. id)
 local linked = redis.call('HEXISTS', key, 'p:' .. id)
+local parent = redis.call('HGET', key, 'p:' .. id)
+local leaf_deadline = tonumber(redis.call('HGET', key, 'e:' .. id) or '')
 local has_ring = (ring ~= '' or token ~= '') and 1 or 0
 local stamped = redis.call('HEXISTS', key, 'w')  -- the last-write stamp (chain_save.lua): not a record
-local records_left = redis.call('HLEN', key) - found - linked - (ring ~= '' and 1 or 0) - stamped
+local records, records_left = tonumber(redis.call('HGET', key, 'c') or ''), nil
+if mode == 'on' and records then
+  records_left = records - found
+else
+  -- Every field but the ring and the stamp, less this record's: counts leftover
+  -- book fields as records too, so it can only say "none left" when none is.
+  records_left = redis.call('HLEN', key) - found - linked - (ring ~= '' and 1 or 0) - stamped
+end
 local pttl, linger = redis.call('PTTL', key), tonumber(ARGV[4])
 
 -- writes
@@ -33,10 +47,23 @@ if token ~= '' then
   if #ring > keep then ring = string.sub(ring, 1, keep) end
   redis.call('HSET', key, 'ops', token .. (found == 1 and 'D' or 'N') .. ring)
 end
+-- No record left: nothing to judge idle, and the stamp alone must not keep the key.
+if records_left == 0 and stamped == 1 then redis.call('HDEL', key, 'w') end
+if mode == 'on' and ARGV[6] == '1' then
+  local L = redis.call('HGET', key, 'L') or ''
+  if found == 1 then
+    redis.call('HDEL', key, 'e:' .. id, 'k:' .. id, 's:' .. id)
+    L = leaves_remove(L, id)
+    if parent and parent ~= '' then
+      L = child_removed(key, parent, leaf_deadline or ms_now() + tonumber(ARGV[5]), L)
+    end
+  end
+  if records_left > 0 then books_close(key, L, records_left) else books_off(key) end
+elseif mode == 'on' or mode == 'taint' then
+  books_off(key)
+end
 -- Nothing but the ring left: no record to keep alive, so let the ring go soon.
 if records_left == 0 and has_ring == 1 and (pttl < 0 or pttl > linger) then
   redis.call('PEXPIRE', key, linger)
 end
--- No record left: nothing to judge idle, and the stamp alone must not keep the key.
-if records_left == 0 and stamped == 1 then redis.call('HDEL', key, 'w') end
 return found

@@ -2,10 +2,122 @@
 -- this file in front of each (Redis scripts cannot load one another).
 -- A save is split in two so that a script saving into two keys makes every check
 -- of both before its first write: save_check reads and decides, save_write writes.
--- A is the save's arguments, as chain_save.lua documents them (ARGV[1..10]).
+-- A is the save's arguments, as chain_save.lua documents them (ARGV[1..11]).
 
--- nil and the thread's ring when the save should write; else the reply to give
--- ({'ok', id} when it is already done, or a refusal).
+-- Per-response expiry: threads stop growing (redis_sessions/keys.py has the layout).
+-- A record is removed once it is a leaf (no children) whose deadline has passed;
+-- a record with children is kept by them, so every ancestor of a live record stays.
+--   e:<id>  the deadline (ms) of a leaf: its save, or a sliding read, plus the TTL
+--   k:<id>  how many children a record has, when two or more (no e: and no k:: one)
+--   s:<id>  the deadline a sliding read gave a record that has children (kept for
+--           when its children are gone)
+--   L       the leaves by deadline, "<13-digit deadline> <id>\n" each, soonest first
+--   c       how many records the thread holds
+--   r       how many fields the thread held after the last write that kept these books:
+--           a thread whose count differs was written by something that does not keep
+--           them (a version before this one), and stops removing records for good
+-- Removal is bounded: a save removes at most PRUNE leaves (a leaf whose removal makes
+-- its parent a leaf past its deadline counts again), and L stays below LEAVES_MAX
+-- bytes (leaves past it are not indexed: they stay until the thread expires).
+local PRUNE, LEAVES_MAX = 8, 16384
+
+local function ms_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- 'new' (no field yet), 'on' (books kept), 'off' (no books: a thread from before
+-- them, or one they were turned off for), 'taint' (books that something else wrote past).
+local function books_mode(key)
+  local len = redis.call('HLEN', key)
+  if len == 0 then return 'new' end
+  local r = tonumber(redis.call('HGET', key, 'r') or '')
+  if not r then
+    -- no record (only the ring, or the stamp): as good as new
+    if len == redis.call('HEXISTS', key, 'ops') + redis.call('HEXISTS', key, 'w') then return 'new' end
+    return 'off'
+  end
+  if r ~= len - 1 then return 'taint' end
+  return 'on'
+end
+
+local function leaves_remove(L, id)
+  local at = string.find(L, ' ' .. id .. '\n', 1, true)
+  if not at then return L end
+  return string.sub(L, 1, at - 14) .. string.sub(L, at + #id + 2)
+end
+
+local function leaves_insert(L, id, deadline)
+  local entry = string.format('%013.0f', deadline) .. ' ' .. id .. '\n'
+  if #L + #entry > LEAVES_MAX then return L end
+  local pos = 1
+  while pos <= #L do
+    if tonumber(string.sub(L, pos, pos + 12)) > deadline then break end
+    pos = string.find(L, '\n', pos, true) + 1
+  end
+  return string.sub(L, 1, pos - 1) .. entry .. string.sub(L, pos)
+end
+
+-- P gained a child.
+local function child_added(key, P, L)
+  if redis.call('HDEL', key, 'e:' .. P) == 1 then return leaves_remove(L, P) end
+  local k = tonumber(redis.call('HGET', key, 'k:' .. P) or '')
+  redis.call('HSET', key, 'k:' .. P, k and k + 1 or 2)
+  return L
+end
+
+-- P lost a child whose deadline was ``deadline``: with none left it is a leaf, needed
+-- until the later of that deadline and its own sliding read.
+local function child_removed(key, P, deadline, L)
+  if redis.call('HEXISTS', key, 'p:' .. P) == 0 then return L end  -- P itself is gone
+  local k = tonumber(redis.call('HGET', key, 'k:' .. P) or '')
+  if k then
+    if k > 2 then redis.call('HSET', key, 'k:' .. P, k - 1) else redis.call('HDEL', key, 'k:' .. P) end
+    return L
+  end
+  local s = tonumber(redis.call('HGET', key, 's:' .. P) or '')
+  if s and s > deadline then deadline = s end
+  redis.call('HDEL', key, 's:' .. P)
+  redis.call('HSET', key, 'e:' .. P, string.format('%.0f', deadline))
+  return leaves_insert(L, P, deadline)
+end
+
+-- Remove up to PRUNE leaves whose deadline has passed (Redis's rule: alive through
+-- its deadline millisecond). Returns L and how many records went.
+local function prune(key, L, now)
+  local gone = 0
+  while gone < PRUNE and #L > 0 and tonumber(string.sub(L, 1, 13)) < now do
+    local eol = string.find(L, '\n', 15, true)
+    local id = string.sub(L, 15, eol - 1)
+    L = string.sub(L, eol + 1)
+    local e = tonumber(redis.call('HGET', key, 'e:' .. id) or '')
+    if e and e < now then
+      local parent = redis.call('HGET', key, 'p:' .. id)
+      redis.call('HDEL', key, 'd:' .. id, 'p:' .. id, 'e:' .. id)
+      gone = gone + 1
+      if parent and parent ~= '' then L = child_removed(key, parent, e, L) end
+    elseif e then
+      L = leaves_insert(L, id, e)
+    end
+  end
+  return L, gone
+end
+
+-- The books' last write: L, the record count and the field count.
+local function books_close(key, L, c)
+  if L ~= '' then redis.call('HSET', key, 'L', L) else redis.call('HDEL', key, 'L') end
+  redis.call('HSET', key, 'c', c)
+  local len = redis.call('HLEN', key)
+  redis.call('HSET', key, 'r', len - redis.call('HEXISTS', key, 'r'))
+end
+
+-- Books stop for good: a thread something else wrote past keeps its records until it expires.
+local function books_off(key)
+  redis.call('HDEL', key, 'r', 'c', 'L')
+end
+
+-- nil and what the writes need when the save should write; else the reply to
+-- give ({'ok', id} when it is already done, or a refusal).
 local function save_check(key, A)
   local id, parent, blob = A[1], A[2], A[6]
   local token, ring = A[9] or '', ''
@@ -18,9 +130,10 @@ local function save_check(key, A)
   if A[3] == '=' and parent ~= want then return {'expected', parent} end
 
   local data, link = 'd:' .. id, 'p:' .. id
-  local size = redis.call('HSTRLEN', key, data)
+  local size, old_parent = redis.call('HSTRLEN', key, data), ''
   if size > 0 then
     local old = redis.call('HGET', key, link) or ''
+    old_parent = old
     if old == parent and size == #blob and redis.call('HGET', key, data) == blob then return {'ok', id} end
     if A[5] ~= '1' then return {'exists', id} end
     if A[3] == '=' and old ~= want then return {'expected', old} end
@@ -38,17 +151,18 @@ local function save_check(key, A)
       end
     end
   end
-  return nil, ring
+  return nil, {ring = ring, exists = size > 0, old = old_parent, mode = books_mode(key)}
 end
 
--- The save's writes; nothing here can fail.
-local function save_write(key, A, ring)
-  local id, parent, blob, token = A[1], A[2], A[6], A[9] or ''
+-- The save's writes; nothing here can fail. A[11] '1': keep the books of
+-- per-response expiry (below), '0': this store does not, so the thread stops them.
+local function save_write(key, A, st)
+  local id, parent, blob, token, ring = A[1], A[2], A[6], A[9] or '', st.ring
   local ttl, before = tonumber(A[7]), redis.call('PTTL', key)
   -- 'w': when the thread was last written, server time in ms; what `purge
   -- --idle-older-than` judges a thread by (lua/purge_if_idle.lua).
-  local now = redis.call('TIME')
-  local written = string.format('%.0f', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000))
+  local now = ms_now()
+  local written = string.format('%.0f', now)
   if token ~= '' then
     local keep = (#token + 1) * (tonumber(A[10]) - 1)
     if #ring > keep then ring = string.sub(ring, 1, keep) end
@@ -62,4 +176,31 @@ local function save_write(key, A, ring)
   elseif before == -2 or (before >= 0 and before < ttl) then
     redis.call('PEXPIRE', key, ttl)
   end
+  local mode = st.mode
+  if A[11] ~= '1' or mode == 'taint' or mode == 'off' then
+    if mode ~= 'off' and mode ~= 'new' then books_off(key) end
+    return
+  end
+  local L, c = redis.call('HGET', key, 'L') or '', tonumber(redis.call('HGET', key, 'c') or '') or 0
+  local deadline = ttl > 0 and now + ttl or nil
+  if not st.exists then
+    c = c + 1
+    if parent ~= '' then L = child_added(key, parent, L) end
+    if deadline then
+      redis.call('HSET', key, 'e:' .. id, string.format('%.0f', deadline))
+      L = leaves_insert(L, id, deadline)
+    end
+  else
+    if st.old ~= parent then  -- re-parented: the old parent loses a child, the new one gains it
+      if st.old ~= '' then L = child_removed(key, st.old, deadline or now, L) end
+      if parent ~= '' then L = child_added(key, parent, L) end
+    end
+    if deadline and redis.call('HEXISTS', key, 'e:' .. id) == 1 then  -- a leaf saved again: needed from now
+      redis.call('HSET', key, 'e:' .. id, string.format('%.0f', deadline))
+      L = leaves_insert(leaves_remove(L, id), id, deadline)
+    end
+  end
+  local gone
+  L, gone = prune(key, L, now)
+  books_close(key, L, c - gone)
 end

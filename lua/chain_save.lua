@@ -7,6 +7,7 @@
 -- ARGV[8]  how far to walk up when checking an overwrite for a cycle
 -- ARGV[9]  operation token (16 hex digits, random per call; absent or '' = none)
 -- ARGV[10] how many tokens the thread's ring keeps
+-- ARGV[11] '1': keep the books of per-response expiry (lua/chain_lib.lua)
 -- Returns {'ok', id} or {reason, detail}. Checks first, writes last: a refusal
 -- writes nothing, and nothing after the first write can fail.
 --
@@ -18,7 +19,7 @@
 -- A key of another type fails the first read with WRONGTYPE, before any write
 -- (one command fewer than asking TYPE on every save).
 -- The checks and the writes are lua/chain_lib.lua's (shared with chain_save_turn.lua).
-local reply, ring = save_check(KEYS[1], ARGV)
+local reply, st = save_check(KEYS[1], ARGV)
 if reply then return reply end
-save_write(KEYS[1], ARGV, ring)
+save_write(KEYS[1], ARGV, st)
 return {'ok', ARGV[1]}

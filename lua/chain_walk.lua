@@ -21,7 +21,8 @@
 -- chain of a few KB comes back inline, in this one round trip. The copies a longer
 -- chain wastes total at most the budget plus one record (ARGV[5]: without that one).
 -- The hop limit bounds one call's work; a longer chain is walked in several calls.
--- Reads first; the one write (the sliding TTL) comes last.
+-- Reads first; the writes (the sliding TTL, and the start record's deadline in
+-- the books of per-response expiry, lua/chain_lib.lua, which comes in front) last.
 local key = KEYS[1]
 local kind = redis.call('TYPE', key)['ok']
 if kind == 'none' then return {'missing', ARGV[1], 'i'} end
@@ -64,7 +65,23 @@ end
 
 local ttl = tonumber(ARGV[3])
 if ttl > 0 and n > 0 then
+  local mode = books_mode(key)
   local left = redis.call('PTTL', key)
   if left >= 0 and left < ttl then redis.call('PEXPIRE', key, ttl) end
+  -- A sliding read needs the record it started from for another TTL: a leaf's own
+  -- deadline moves, a record with children keeps it for when they are gone.
+  if mode == 'on' then
+    local start, deadline = ids[1], ms_now() + ttl
+    local L = redis.call('HGET', key, 'L') or ''
+    if redis.call('HEXISTS', key, 'e:' .. start) == 1 then
+      redis.call('HSET', key, 'e:' .. start, string.format('%.0f', deadline))
+      L = leaves_insert(leaves_remove(L, start), start, deadline)
+    else
+      redis.call('HSET', key, 's:' .. start, string.format('%.0f', deadline))
+    end
+    books_close(key, L, tonumber(redis.call('HGET', key, 'c') or '') or 0)
+  elseif mode == 'taint' then
+    books_off(key)
+  end
 end
 return out

@@ -34,6 +34,8 @@ def lua_folder() -> "Traversable":
 
 LIBS: dict[str, tuple[str, ...]] = {
     "chain_save": ("chain_lib",),
+    "chain_walk": ("chain_lib",),
+    "chain_delete": ("chain_lib",),
     "chain_save_turn": ("conv_lib", "chain_lib"),
 }
 """The library files sent in front of a script (Redis scripts cannot load one another).

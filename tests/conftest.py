@@ -137,6 +137,7 @@ async def clocked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
 
     import fakeredis._helpers
     import fakeredis._socket._base
+    import fakeredis.commands_mixins.server_mixin
 
     async for b in make_backend(request.param, request):
         b.clock.now = time.time()
@@ -144,6 +145,7 @@ async def clocked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
             fake_time = types.SimpleNamespace(time=b.clock, sleep=time.sleep, monotonic=time.monotonic)
             monkeypatch.setattr(fakeredis._helpers, "time", fake_time)
             monkeypatch.setattr(fakeredis._socket._base, "time", fake_time)
+            monkeypatch.setattr(fakeredis.commands_mixins.server_mixin, "time", fake_time)  # TIME, in scripts too
         yield b
 
 

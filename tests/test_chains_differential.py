@@ -29,6 +29,7 @@ from typing import Any
 import fakeredis
 import fakeredis._helpers
 import fakeredis._socket._base
+import fakeredis.commands_mixins.server_mixin
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -179,8 +180,6 @@ def redis_keys(client: Any, clock: FakeClock) -> Any:
             if at >= 0 and now_ms > at:
                 continue  # expired; fakeredis may not have dropped it yet
             value = await client.hgetall(key) if await client.type(key) == b"hash" else await client.get(key)
-            if isinstance(value, dict):
-                value.pop(b"w", None)  # the last-write stamp purge reads: server time, no memory twin
             out[key.decode()] = (value, None if at < 0 else at)
         return out
     return raw
@@ -213,6 +212,7 @@ async def run_fakeredis(opts: dict[str, Any], program: list[dict[str, Any]]) -> 
     try:
         with unittest.mock.patch.object(fakeredis._helpers, "time", fake_time), \
                 unittest.mock.patch.object(fakeredis._socket._base, "time", fake_time), \
+                unittest.mock.patch.object(fakeredis.commands_mixins.server_mixin, "time", fake_time), \
                 unittest.mock.patch.object(store_module, "new_token", Tokens()):
             raw = redis_keys(client, clock)
             answers = [(await step(store, clock, op), await raw()) for op in program]
@@ -270,3 +270,76 @@ def test_the_programs_reach_every_outcome() -> None:
     assert answers[9][0] == "ok" and answers[9][1] is not None  # on its deadline ms: still there
     assert answers[11] == ("ok", None)  # 125 ms later: gone
 
+
+
+# -- per-response expiry: branches that outlive their TTL go, on both twins alike -------
+BRANCH_IDS = [f"ext-b{i}" for i in range(8)]
+
+
+@st.composite
+def branch_cases(draw: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One conversation that keeps going while its branches age: children of any saved
+    response (new ones, the same id again, overwrites that move a record to another
+    parent), advances of a third or two thirds of the TTL, reads (sliding or not)
+    and deletes, so that leaves pass their deadline while the thread lives on."""
+    sliding = draw(st.booleans())
+    opts = {"ttl_seconds": 3, "sliding_ttl": sliding, "max_depth": 64}
+
+    def save(rid: str, parent: str | None) -> dict[str, Any]:
+        return {"op": "save", "id": rid, "parent": parent, "text": draw(st.sampled_from(["one", "two"])),
+                "status": "completed", "expect": UNSET, "overwrite": draw(st.booleans()),
+                "resend": draw(st.booleans())}
+
+    program = [save(BRANCH_IDS[0], None)]
+    known = [BRANCH_IDS[0]]
+    for _ in range(draw(st.integers(min_value=5, max_value=40))):
+        kind = draw(st.sampled_from(["save"] * 4 + ["advance"] * 3 + ["resolve", "get", "delete"]))
+        if kind == "advance":
+            program.append({"op": "advance", "ms": draw(st.sampled_from([1000, 2000]))})
+        elif kind == "save":
+            rid = draw(st.sampled_from(BRANCH_IDS))
+            program.append(save(rid, draw(st.sampled_from(known))))
+            known.append(rid)
+        else:
+            op: dict[str, Any] = {"op": kind, "id": draw(st.sampled_from(known))}
+            if kind == "resolve":
+                op.update(max_depth=None, include_incomplete=True)
+            if kind == "delete":
+                op["resend"] = draw(st.booleans())
+            program.append(op)
+    return opts, program
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=branch_cases())
+def test_memory_and_lua_expire_the_same_branches(case: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:
+    opts, program = case
+    memory = asyncio.run(run_memory(opts, program))
+    redis = asyncio.run(run_fakeredis(opts, program))
+    for i, ((mine, my_keys), (theirs, their_keys)) in enumerate(zip(memory[0], redis[0])):
+        assert mine == theirs, f"step {i} {program[i]}: the answer"
+        assert my_keys == their_keys, f"step {i} {program[i]}: keys, fields and expiry after it"
+    assert memory[1] == redis[1]
+
+
+def test_the_branch_programs_reach_removal() -> None:
+    """A fixed program of the kind above: a regeneration left behind goes once its TTL
+    has passed and the conversation goes on; its parent, continued, stays."""
+    root, turn, regen, later = BRANCH_IDS[:4]
+
+    def save(rid: str, parent: str | None) -> dict[str, Any]:
+        return {"op": "save", "id": rid, "parent": parent, "text": "one", "status": "completed",
+                "expect": UNSET, "overwrite": False, "resend": False}
+
+    program = [save(root, None), save(regen, root), save(turn, root), {"op": "advance", "ms": 2000},
+               save(later, turn), {"op": "advance", "ms": 2000}, save(BRANCH_IDS[4], later),
+               {"op": "get", "id": regen}, {"op": "get", "id": turn}, {"op": "resolve", "id": BRANCH_IDS[4],
+                                                                      "max_depth": None, "include_incomplete": True}]
+    opts = {"ttl_seconds": 3, "sliding_ttl": False, "max_depth": 64}
+    memory = asyncio.run(run_memory(opts, program))
+    assert memory == asyncio.run(run_fakeredis(opts, program))
+    answers = [answer for answer, _ in memory[0]]
+    assert answers[7] == ("ok", None)  # the regeneration: gone
+    assert answers[8][0] == "ok" and answers[8][1] is not None  # the turn continued: kept
+    # the root too (kept by its descendants: its own locator has expired, the chain reads it)
+    assert [s.id for s in answers[9][1].sessions] == [root, turn, later, BRANCH_IDS[4]]

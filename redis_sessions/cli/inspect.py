@@ -164,12 +164,13 @@ def _queue_facts(pipe: Any, key: Key) -> None:
         pipe.hlen(key.name)
         pipe.hexists(key.name, KeySpace.OPS_FIELD)
         pipe.hexists(key.name, KeySpace.LAST_WRITE_FIELD)
+        pipe.hmget(key.name, "c", "r")  # per-response expiry's record and field counts (chain_lib.lua)
     elif key.kind == "items":
         _count_items(pipe, key.name)
 
 
 def _fact_count(key: Key) -> int:
-    return {"thread": 5, "items": 3}.get(key.kind, 2)
+    return {"thread": 6, "items": 3}.get(key.kind, 2)
 
 
 async def stats(target: Target, sample: int) -> int:
@@ -202,6 +203,13 @@ async def stats(target: Target, sample: int) -> int:
     return 0
 
 
+def _number(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def _int(value: Any) -> int:
     return value if isinstance(value, int) else 0
 
@@ -229,7 +237,9 @@ def _summarise(target: Target, keys: list[Key], facts: list[list[Any]], usage: d
         measured.append(key)
         if group == "thread":
             fields, non_records = _int(counts[0]), _int(counts[1]) + _int(counts[2])
-            n = max(0, fields - non_records) // 2
+            kept, written = (_number(v) for v in counts[3])
+            # the record count per-response expiry keeps, where its field count proves it current
+            n = kept if kept is not None and written == fields - 1 else max(0, fields - non_records) // 2
             responses += n
             ttl["threads"][ttl_bucket(pttl)] += 1
             no_ttl_responses += n if pttl == -1 else 0
@@ -250,8 +260,9 @@ def _summarise(target: Target, keys: list[Key], facts: list[list[Any]], usage: d
         "keys": sum(count.values()),
         "threads": count["thread"],
         "responses": responses,
-        "responses_method": "per thread, its fields but 'ops' and 'w', halved: exact while every response has "
-                            "its d: and p: field, as saves write them",
+        "responses_method": "per thread, the record count its saves keep ('c'), where its field count ('r') "
+                            "proves it current; else its fields but 'ops' and 'w', halved (exact for threads "
+                            "written before per-response expiry)",
         "item_sessions": count["items"],
         "items": items,
         "locators": count["locator"],

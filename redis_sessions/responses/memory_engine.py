@@ -20,6 +20,7 @@ from ..clock import Clock
 if TYPE_CHECKING:
     from ..conversations.memory import HashStore
 
+from . import books
 from .protocol import DELETED, NOT_FOUND, OPS_FIELD, RING_TTL_MS, SAVED, SaveRequest, ring_find, ring_push
 
 
@@ -27,6 +28,10 @@ from .protocol import DELETED, NOT_FOUND, OPS_FIELD, RING_TTL_MS, SAVED, SaveReq
 class _Entry:
     fields: dict[str, bytes | str] = field(default_factory=dict)
     expires_at: int | None = None  # the deadline in ms; None: no expiry
+
+
+LAST_WRITE = "w"
+"""The thread's last-write stamp (chain_save.lua writes the server's TIME; here, the clock's)."""
 
 
 class MemoryChainEngine:
@@ -132,17 +137,48 @@ class MemoryChainEngine:
         return hashes.apply(conversations.now(), step)
 
     def _write_save(self, thread: str, entry: _Entry | None, request: SaveRequest) -> tuple[str, str]:
-        rid, token = request.response_id, request.token
+        rid, token, parent, ttl = request.response_id, request.token, request.parent, request.ttl_ms
+        fields_before = entry.fields if entry is not None else {}
+        exists = f"d:{rid}" in fields_before
+        old = str(fields_before.get(f"p:{rid}", "")) if exists else ""
+        mode = books.mode(fields_before)
+        now = self.now_ms()
         if entry is None:
-            entry = self.threads[thread] = _Entry(expires_at=self._deadline(request.ttl_ms))
-        elif request.ttl_ms == 0:
+            entry = self.threads[thread] = _Entry(expires_at=self._deadline(ttl))
+        elif ttl == 0:
             entry.expires_at = None
         else:
-            self._extend(entry, request.ttl_ms)
-        entry.fields[f"d:{rid}"] = request.blob
-        entry.fields[f"p:{rid}"] = request.parent
+            self._extend(entry, ttl)
+        fields = entry.fields
+        fields[f"d:{rid}"] = request.blob
+        fields[f"p:{rid}"] = parent
         if token:
-            entry.fields[OPS_FIELD] = ring_push(str(entry.fields.get(OPS_FIELD, "")), token, SAVED)
+            fields[OPS_FIELD] = ring_push(str(fields.get(OPS_FIELD, "")), token, SAVED)
+        fields[LAST_WRITE] = str(now)
+        if not request.books or mode in ("taint", "off"):
+            if mode not in ("off", "new"):
+                books.off(fields)
+            return "ok", rid
+        leaves, count = str(fields.get("L", "")), books.number(fields.get("c")) or 0
+        deadline = now + ttl if ttl > 0 else None
+        if not exists:
+            count += 1
+            if parent:
+                leaves = books.child_added(fields, parent, leaves)
+            if deadline is not None:
+                fields[f"e:{rid}"] = str(deadline)
+                leaves = books.leaves_insert(leaves, rid, deadline)
+        else:
+            if old != parent:
+                if old:
+                    leaves = books.child_removed(fields, old, deadline if deadline is not None else now, leaves)
+                if parent:
+                    leaves = books.child_added(fields, parent, leaves)
+            if deadline is not None and f"e:{rid}" in fields:
+                fields[f"e:{rid}"] = str(deadline)
+                leaves = books.leaves_insert(books.leaves_remove(leaves, rid), rid, deadline)
+        leaves, gone = books.prune(fields, leaves, now)
+        books.close(fields, leaves, count - gone)
         return "ok", rid
 
     def _check_save(self, entry: _Entry | None, request: SaveRequest) -> tuple[str, str] | None:
@@ -192,7 +228,20 @@ class MemoryChainEngine:
             return "missing", start, []
         status, detail, records = self._walk(entry, start, limit)
         if slide_ms > 0 and records:
+            mode = books.mode(entry.fields)
             self._extend(entry, slide_ms)
+            fields = entry.fields
+            if mode == "on":
+                deadline = self.now_ms() + slide_ms
+                leaves = str(fields.get("L", ""))
+                if f"e:{start}" in fields:
+                    fields[f"e:{start}"] = str(deadline)
+                    leaves = books.leaves_insert(books.leaves_remove(leaves, start), start, deadline)
+                else:
+                    fields[f"s:{start}"] = str(deadline)
+                books.close(fields, leaves, books.number(fields.get("c")) or 0)
+            elif mode == "taint":
+                books.off(fields)
         return status, detail, records
 
     @staticmethod
@@ -228,24 +277,53 @@ class MemoryChainEngine:
             self.locators.pop(rid, None)
 
     # -- threads: chain_delete.lua ----------------------------------------------
-    async def delete(self, thread: str, response_id: str, token: str) -> bool:
+    async def delete(self, thread: str, response_id: str, token: str, ttl_ms: int = 0, keep_books: bool = False) -> bool:
         self.round_trips += 1
         entry = self._live_thread(thread)
         if entry is None:
             return False
-        ring = str(entry.fields.get(OPS_FIELD, ""))
+        fields = entry.fields
+        ring = str(fields.get(OPS_FIELD, ""))
         done = ring_find(ring, token)
         if done is not None:
             return done == DELETED
-        found = entry.fields.pop(f"d:{response_id}", None) is not None
-        entry.fields.pop(f"p:{response_id}", None)
+        mode = books.mode(fields)
+        found = f"d:{response_id}" in fields
+        linked = f"p:{response_id}" in fields
+        parent = fields.get(f"p:{response_id}")
+        leaf_deadline = books.number(fields.get(f"e:{response_id}"))
+        has_ring = bool(ring or token)
+        stamped = LAST_WRITE in fields
+        records = books.number(fields.get("c"))
+        if mode == "on" and records is not None:
+            left = records - found
+        else:
+            left = len(fields) - found - linked - (1 if ring else 0) - stamped
+        pttl = self._pttl(entry)
+        fields.pop(f"d:{response_id}", None)
+        fields.pop(f"p:{response_id}", None)
         if token:
-            entry.fields[OPS_FIELD] = ring_push(ring, token, DELETED if found else NOT_FOUND)
-        if set(entry.fields) == {OPS_FIELD}:
-            left = self._pttl(entry)  # nothing but the ring left: let it go soon
-            if left < 0 or left > RING_TTL_MS:
-                entry.expires_at = self._deadline(RING_TTL_MS)
-        elif not entry.fields:
+            fields[OPS_FIELD] = ring_push(ring, token, DELETED if found else NOT_FOUND)
+        if left == 0 and stamped:
+            fields.pop(LAST_WRITE, None)
+        if mode == "on" and keep_books:
+            leaves = str(fields.get("L", ""))
+            if found:
+                for name in (f"e:{response_id}", f"k:{response_id}", f"s:{response_id}"):
+                    fields.pop(name, None)
+                leaves = books.leaves_remove(leaves, response_id)
+                if parent:
+                    deadline = leaf_deadline if leaf_deadline is not None else self.now_ms() + ttl_ms
+                    leaves = books.child_removed(fields, str(parent), deadline, leaves)
+            if left > 0:
+                books.close(fields, leaves, left)
+            else:
+                books.off(fields)
+        elif mode in ("on", "taint"):
+            books.off(fields)
+        if left == 0 and has_ring and (pttl < 0 or pttl > RING_TTL_MS):
+            entry.expires_at = self._deadline(RING_TTL_MS)
+        if not fields:
             del self.threads[thread]
         return found
 

@@ -90,10 +90,11 @@ class SaveRequest:
     ``token`` is random per call and travels in the script's ARGV, so the copy
     redis-py re-sends after a lost reply carries the same one."""
 
-    __slots__ = ("response_id", "parent", "expect", "expected", "overwrite", "blob", "ttl_ms", "walk_limit", "token")
+    __slots__ = ("response_id", "parent", "expect", "expected", "overwrite", "blob", "ttl_ms", "walk_limit", "token",
+                 "books")
 
     def __init__(self, response_id: str, parent: str, expect: bool, expected: str, overwrite: bool,
-                 blob: bytes, ttl_ms: int, walk_limit: int, token: str) -> None:
+                 blob: bytes, ttl_ms: int, walk_limit: int, token: str, books: bool = True) -> None:
         self.response_id = response_id
         self.parent = parent
         self.expect = expect
@@ -103,6 +104,8 @@ class SaveRequest:
         self.ttl_ms = ttl_ms
         self.walk_limit = walk_limit
         self.token = token
+        self.books = books
+        """Keep the books of per-response expiry (:mod:`.books`)."""
 
 
 class ChainEngine(Protocol):
@@ -138,8 +141,9 @@ class ChainEngine(Protocol):
 
     async def walk(self, thread: str, start: str, limit: int, slide_ms: int) -> tuple[str, str, Sequence[object]]: ...
 
-    async def delete(self, thread: str, response_id: str, token: str) -> bool:
-        """Remove one record; a call whose ``token`` already ran answers as it did then."""
+    async def delete(self, thread: str, response_id: str, token: str, ttl_ms: int = 0, keep_books: bool = False) -> bool:
+        """Remove one record; a call whose ``token`` already ran answers as it did then.
+        ``ttl_ms``: how long a parent left without children stays; ``keep_books``: see :mod:`.books`."""
 
     async def thread_ids(self, thread: str) -> list[str]:
         """The ids of every record in the thread, read in bounded pages (one round trip each)."""

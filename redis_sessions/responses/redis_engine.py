@@ -148,7 +148,7 @@ class RedisChainEngine:
         key = self.keys.thread(thread)
         args = [request.response_id, request.parent, b"=" if request.expect else b"-", request.expected,
                 b"1" if request.overwrite else b"0", request.blob, _number(request.ttl_ms),
-                _number(request.walk_limit), request.token, _RING]
+                _number(request.walk_limit), request.token, _RING, b"1" if request.books else b"0"]
         self.round_trips += 1
         async with translate_errors(f"thread {key!r}"):
             result = await self._run(self._save, key, args)
@@ -162,7 +162,8 @@ class RedisChainEngine:
         conversation_key, conversation_ttl_ms = self.keys.conversation(conversation_id), conversations.ttl_ms
         args = [request.response_id, request.parent, b"=" if request.expect else b"-", request.expected,
                 b"1" if request.overwrite else b"0", request.blob, _number(request.ttl_ms),
-                _number(request.walk_limit), request.token, _RING, _number(conversation_ttl_ms), *pairs]
+                _number(request.walk_limit), request.token, _RING, b"1" if request.books else b"0",
+                _number(conversation_ttl_ms), *pairs]
         self.round_trips += 1
         async with translate_errors(f"thread {key!r}"):
             if self.acks is None:
@@ -246,11 +247,12 @@ class RedisChainEngine:
                 replies = await pipe.execute()
         return [record for reply in replies for record in reply]
 
-    async def delete(self, thread: str, response_id: str, token: str) -> bool:
+    async def delete(self, thread: str, response_id: str, token: str, ttl_ms: int = 0, keep_books: bool = False) -> bool:
         key = self.keys.thread(thread)
         self.round_trips += 1
         async with translate_errors(f"thread {key!r}"):
-            result = await self._run(self._delete, key, [response_id, token, _RING, _RING_TTL])
+            result = await self._run(self._delete, key, [response_id, token, _RING, _RING_TTL, _number(ttl_ms),
+                                                         b"1" if keep_books else b"0"])
         if isinstance(result, list):
             raise _wrong_type(key, as_text(result[1]))
         return bool(result)

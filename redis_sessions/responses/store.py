@@ -180,8 +180,12 @@ class ChainStore:
         replay_instructions: bool,
         timeout: float | None,
         conversations: Any = None,
+        response_expiry: bool = True,
     ) -> None:
         self._ttl_ms = validate.ttl_ms(ttl_seconds)
+        self.response_expiry = validate.flag(response_expiry, "response_expiry")
+        """Each response expires on its own, once no live response descends from it (the
+        books of :mod:`.books`); False: a thread expires whole, as before this version."""
         self.conversations = conversations
         """The conversation store a response with ``conversation_id`` appends its turn to,
         in the same step as its save (None: such responses are saved like any other)."""
@@ -316,7 +320,7 @@ class ChainStore:
             return
         thread = await self._thread_for_save(response_id, parent)
         request = SaveRequest(response_id, parent or "", expected is not None, expected or "", overwrite, blob,
-                              self._ttl_ms, OVERWRITE_CYCLE_WALK_LIMIT, new_token())
+                              self._ttl_ms, OVERWRITE_CYCLE_WALK_LIMIT, new_token(), self.response_expiry)
         status, detail = await self.engine.save(thread, request)
         if status != "ok":
             await self._refused(status, detail, response_id, parent, thread)
@@ -350,7 +354,7 @@ class ChainStore:
         if old is not None and old != thread:
             raise SessionError(ErrorCode.STORE_CONFLICT, f"response {response_id!r} already exists")
         request = SaveRequest(response_id, "", expected is not None, expected or "", overwrite, blob,
-                              self._ttl_ms, OVERWRITE_CYCLE_WALK_LIMIT, new_token())
+                              self._ttl_ms, OVERWRITE_CYCLE_WALK_LIMIT, new_token(), self.response_expiry)
         status, detail = await self.engine.save_turn(thread, request, conversations, conversation_id, pairs)
         if status == "ok":
             return
@@ -438,7 +442,7 @@ class ChainStore:
         if old is not None and old != thread:
             # The same foreign id was just saved into another thread by someone else:
             # theirs came first, so take ours back out rather than keep two.
-            await self.engine.delete(thread, response_id, new_token())
+            await self.engine.delete(thread, response_id, new_token(), self._ttl_ms, self.response_expiry)
             raise SessionError(ErrorCode.STORE_CONFLICT, f"response {response_id!r} already exists")
 
     async def _refused(self, status: str, detail: str, response_id: str, parent: str | None, thread: str) -> None:
@@ -470,7 +474,7 @@ class ChainStore:
         thread = await self._thread(response_id)
         if thread is None:
             return False
-        deleted = await self.engine.delete(thread, response_id, new_token())
+        deleted = await self.engine.delete(thread, response_id, new_token(), self._ttl_ms, self.response_expiry)
         if thread_of(response_id) is None:
             await self._unpoint(response_id, thread)
         return deleted
@@ -538,6 +542,7 @@ class RedisResponseSessionStore(ChainStore):
         replica_acks: int = 0,
         replica_ack_timeout: float = DEFAULT_ACK_TIMEOUT,
         conversations: Any = None,
+        response_expiry: bool = True,
     ) -> None:
         """``client``: a redis-py asyncio ``Redis`` or ``RedisCluster``, never closed here.
         ``timeout``: seconds one call may take in total, retries included (None: no budget).
@@ -555,7 +560,7 @@ class RedisResponseSessionStore(ChainStore):
         super().__init__(
             engine, keys, ttl_seconds=ttl_seconds, max_depth=max_depth,
             max_record_bytes=max_record_bytes, sliding_ttl=sliding_ttl, replay_instructions=replay_instructions,
-            timeout=timeout, conversations=conversations,
+            timeout=timeout, conversations=conversations, response_expiry=response_expiry,
         )
         engine.limit_records(self.max_record_bytes)
 
@@ -611,6 +616,7 @@ class MemoryResponseSessionStore(ChainStore):
         replay_instructions: bool = False,
         clock: Clock = system_clock,
         conversations: Any = None,
+        response_expiry: bool = True,
     ) -> None:
         """``conversations``: a :class:`MemoryConversationStore` with the same prefix; a
         response saved with ``conversation_id`` then appends its turn to it atomically."""
@@ -621,7 +627,7 @@ class MemoryResponseSessionStore(ChainStore):
         super().__init__(
             MemoryChainEngine(clock), keys, ttl_seconds=ttl_seconds, max_depth=max_depth,
             max_record_bytes=max_record_bytes, sliding_ttl=sliding_ttl, replay_instructions=replay_instructions,
-            timeout=None, conversations=conversations,
+            timeout=None, conversations=conversations, response_expiry=response_expiry,
         )
         for session in parents_first(_initial_sessions(sessions)):
             _finish_now(self.save(session))
