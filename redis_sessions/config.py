@@ -54,6 +54,9 @@ class SessionConfig(BaseSettings):
     max_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=1)
     max_record_bytes: int = Field(default=DEFAULT_MAX_RECORD_BYTES, ge=1024)
     replay_instructions: bool = False
+    response_expiry: bool = True
+    """Each response expires on its own once no live response descends from it (threads
+    stop growing); False: a thread expires whole, as before this version."""
     max_batch_bytes: int = Field(default=MAX_BATCH_BYTES, ge=1024)
     """Item sessions: the most bytes one ``add_items`` call may add (its items, encoded)."""
 
@@ -133,6 +136,7 @@ def create_response_session_store(config: SessionConfig, *, conversations: Conve
         max_record_bytes=config.max_record_bytes,
         sliding_ttl=config.sliding_ttl,
         replay_instructions=config.replay_instructions,
+        response_expiry=config.response_expiry,
         conversations=conversations,
     )
     if config.store_backend == "memory":

@@ -15,6 +15,13 @@ With the default prefix ``rs``::
                                        w -> when the thread was last written, server time in ms,
                                             where it is recorded: purge --idle-older-than deletes
                                             a thread only if its w is older than the window
+                                       per-response expiry's books (lua/chain_lib.lua,
+                                       responses/books.py): e:<id> a leaf's deadline (ms),
+                                       k:<id> a children count of 2 or more, s:<id> the
+                                       deadline a sliding read gave a record with children,
+                                       L the leaves by deadline, c the record count, r the
+                                       field count the books last left (a thread whose
+                                       count differs was written past them: no more trims)
     rs:{l:<response id>}:loc    string thread tag of a response whose id was minted
                                        elsewhere (ids minted here carry it)
     rs:{s:<session id>}:items   list   an item session, whole: index 0 is its header, then its
@@ -33,8 +40,9 @@ With the default prefix ``rs``::
 
 Why a thread is one hash: a response and all its ancestors live under one key,
 so the save script (parent check + write) and the chain walk touch a single key
-in a single hash slot, which is what makes both atomic on Redis Cluster, and
-the whole chain shares one TTL, so no ancestor can expire before a descendant.
+in a single hash slot, which is what makes both atomic on Redis Cluster; the
+key's TTL covers the whole thread, and inside it a response is removed only as a
+leaf past its own deadline, so no ancestor goes before a descendant.
 Why an item session is one list, header included: items and metadata in two
 keys came apart under ``allkeys-lru`` (the list evicted, the hash kept), a
 purge or a slot migration (a two-key script gets ``TRYAGAIN`` while the slot
