@@ -227,28 +227,36 @@ async def memory(r: Redis) -> None:
 
 
 async def year(r: Redis) -> None:
-    """One turn and one regeneration a day for a year, ids minted elsewhere."""
-    await r.flushall()
-    store = RedisResponseSessionStore(r, key_prefix="y", max_depth=5000)
-    parent = None
-    for day in range(365):
-        turn, regen = f"resp_t{day:047x}", f"resp_r{day:047x}"
-        await store.save(sized(regen, parent, day, 0))
-        await store.save(sized(turn, parent, day, 0))
-        parent = turn
-    kept = total = 0
-    async for key in r.scan_iter(match="y:*", count=1000):
-        total += await r.memory_usage(key, samples=0) or 0
-    thread = await r.get(f"y:{{l:{parent}}}:loc")
-    kept = await r.hlen(f"y:{{{thread.decode()}}}:chain") // 2
-    n = 20
-    ours, longest = await server_us(r, lambda: store.resolve_chain(parent, max_depth=1000), n)
-    before = store.round_trips
-    snap = await store.resolve_chain(parent, max_depth=1000)
-    print("### A year of one turn and one regeneration a day\n")
-    print("| records kept | bytes kept | newest turn resolves | depth | round trips | Redis us | longest command us |")
-    print("|---:|---:|---|---:|---:|---:|---:|")
-    print(f"| {kept} | {total:,} | yes | {len(snap.sessions)} | {store.round_trips - before} | {ours:,.0f} | {longest:,} |\n")
+    """One turn and one regeneration a day for a year, ids minted elsewhere, TTL 30 days,
+    on the server's own clock with a day compressed to DAY seconds; per-response expiry
+    on, side by side with it off (whole-thread expiry, the version before)."""
+    day = 0.02
+    print("### A year of one turn and one regeneration a day (TTL 30 days; a day is 20 ms here)\n")
+    print("| response_expiry | records kept | bytes kept | newest turn resolves (depth) | round trips | Redis us | longest command us |")
+    print("|---|---:|---:|---|---:|---:|---:|")
+    for expiry in (True, False):
+        await r.flushall()
+        store = RedisResponseSessionStore(r, key_prefix="y", max_depth=5000, ttl_seconds=30 * day,
+                                          response_expiry=expiry)
+        parent = None
+        for d in range(365):
+            turn, regen = f"resp_t{d:047x}", f"resp_r{d:047x}"
+            await store.save(sized(regen, parent, d, 0))
+            await store.save(sized(turn, parent, d, 0))
+            parent = turn
+            await asyncio.sleep(day)
+        total = 0
+        async for key in r.scan_iter(match="y:*", count=1000):
+            total += await r.memory_usage(key, samples=0) or 0
+        thread = (await r.get(f"y:{{l:{parent}}}:loc")).decode()
+        fields = await r.hkeys(f"y:{{{thread}}}:chain")
+        kept = sum(1 for f in fields if f.startswith(b"d:"))
+        ours, longest = await server_us(r, lambda: store.resolve_chain(parent, max_depth=1000), 20)
+        before = store.round_trips
+        snap = await store.resolve_chain(parent, max_depth=1000)
+        print(f"| {'on' if expiry else 'off'} | {kept} | {total:,} | yes ({len(snap.sessions)}) | "
+              f"{store.round_trips - before} | {ours:,.0f} | {longest:,} |")
+    print()
 
 
 async def depth_one(r: Redis, store: RedisResponseSessionStore, rounds: int) -> None:
