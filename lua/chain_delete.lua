@@ -23,16 +23,17 @@ if token ~= '' then
   local at = string.find(ring, token, 1, true)
   if at then return string.sub(ring, at + #token, at + #token) == 'D' and 1 or 0 end
 end
-local mode = books_mode(key)
+local b = books_read(key)
+local mode = b.mode
 local found = redis.call('HEXISTS', key, 'd:' .. id)
 local linked = redis.call('HEXISTS', key, 'p:' .. id)
 local parent = redis.call('HGET', key, 'p:' .. id)
 local leaf_deadline = tonumber(redis.call('HGET', key, 'e:' .. id) or '')
 local has_ring = (ring ~= '' or token ~= '') and 1 or 0
 local stamped = redis.call('HEXISTS', key, 'w')  -- the last-write stamp (chain_save.lua): not a record
-local records, records_left = tonumber(redis.call('HGET', key, 'c') or ''), nil
-if mode == 'on' and records then
-  records_left = records - found
+local records_left
+if mode == 'on' and b.has_c == 1 then
+  records_left = b.c - found
 else
   -- Every field but the ring and the stamp, less this record's: counts leftover
   -- book fields as records too, so it can only say "none left" when none is.
@@ -50,7 +51,7 @@ end
 -- No record left: nothing to judge idle, and the stamp alone must not keep the key.
 if records_left == 0 and stamped == 1 then redis.call('HDEL', key, 'w') end
 if mode == 'on' and ARGV[6] == '1' then
-  local L = redis.call('HGET', key, 'L') or ''
+  local L = b.L
   if found == 1 then
     redis.call('HDEL', key, 'e:' .. id, 'k:' .. id, 's:' .. id)
     L = leaves_remove(L, id)
@@ -58,7 +59,7 @@ if mode == 'on' and ARGV[6] == '1' then
       L = child_removed(key, parent, leaf_deadline or ms_now() + tonumber(ARGV[5]), L)
     end
   end
-  if records_left > 0 then books_close(key, L, records_left) else books_off(key) end
+  if records_left > 0 then books_close(key, L, records_left, b) else books_off(key) end
 elseif mode == 'on' or mode == 'taint' then
   books_off(key)
 end

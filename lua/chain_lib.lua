@@ -26,19 +26,26 @@ local function ms_now()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- 'new' (no field yet), 'on' (books kept), 'off' (no books: a thread from before
--- them, or one they were turned off for), 'taint' (books that something else wrote past).
-local function books_mode(key)
+-- The books as they stand: mode 'new' (no record yet), 'on' (kept), 'off' (none: a
+-- thread from before them, or one they were stopped for), 'taint' (something that does
+-- not keep them wrote past them); and L, c and which of L, c, r exist (for books_close).
+local function books_read(key)
   local len = redis.call('HLEN', key)
-  if len == 0 then return 'new' end
-  local r = tonumber(redis.call('HGET', key, 'r') or '')
-  if not r then
+  local got = redis.call('HMGET', key, 'r', 'c', 'L')
+  local b = {L = got[3] or '', c = tonumber(got[2] or '') or 0, has_r = got[1] and 1 or 0,
+             has_c = got[2] and 1 or 0, has_L = got[3] and 1 or 0}
+  local r = tonumber(got[1] or '')
+  if len == 0 then
+    b.mode = 'new'
+  elseif not r then
     -- no record (only the ring, or the stamp): as good as new
-    if len == redis.call('HEXISTS', key, 'ops') + redis.call('HEXISTS', key, 'w') then return 'new' end
-    return 'off'
+    b.mode = (len == redis.call('HEXISTS', key, 'ops') + redis.call('HEXISTS', key, 'w')) and 'new' or 'off'
+  elseif r ~= len - 1 then
+    b.mode = 'taint'
+  else
+    b.mode = 'on'
   end
-  if r ~= len - 1 then return 'taint' end
-  return 'on'
+  return b
 end
 
 local function leaves_remove(L, id)
@@ -103,12 +110,21 @@ local function prune(key, L, now)
   return L, gone
 end
 
--- The books' last write: L, the record count and the field count.
-local function books_close(key, L, c)
-  if L ~= '' then redis.call('HSET', key, 'L', L) else redis.call('HDEL', key, 'L') end
-  redis.call('HSET', key, 'c', c)
+-- The books' last write: L, the record count, and the field count the thread will
+-- have once this HSET is done (L, c and r are the only fields it adds or removes).
+local function books_close(key, L, c, b)
   local len = redis.call('HLEN', key)
-  redis.call('HSET', key, 'r', len - redis.call('HEXISTS', key, 'r'))
+  local after = len + (1 - b.has_c) + (1 - b.has_r)
+  if L ~= '' then
+    after = after + (1 - b.has_L)
+    redis.call('HSET', key, 'L', L, 'c', c, 'r', after - 1)
+  else
+    if b.has_L == 1 then
+      redis.call('HDEL', key, 'L')
+      after = after - 1
+    end
+    redis.call('HSET', key, 'c', c, 'r', after - 1)
+  end
 end
 
 -- Books stop for good: a thread something else wrote past keeps its records until it expires.
@@ -151,45 +167,43 @@ local function save_check(key, A)
       end
     end
   end
-  return nil, {ring = ring, exists = size > 0, old = old_parent, mode = books_mode(key)}
+  return nil, {ring = ring, exists = size > 0, old = old_parent, books = books_read(key)}
 end
 
 -- The save's writes; nothing here can fail. A[11] '1': keep the books of
 -- per-response expiry (below), '0': this store does not, so the thread stops them.
 local function save_write(key, A, st)
-  local id, parent, blob, token, ring = A[1], A[2], A[6], A[9] or '', st.ring
+  local id, parent, blob, token, ring, b = A[1], A[2], A[6], A[9] or '', st.ring, st.books
   local ttl, before = tonumber(A[7]), redis.call('PTTL', key)
+  local keep = A[11] == '1' and (b.mode == 'on' or b.mode == 'new')
   -- 'w': when the thread was last written, server time in ms; what `purge
   -- --idle-older-than` judges a thread by (lua/purge_if_idle.lua).
   local now = ms_now()
-  local written = string.format('%.0f', now)
+  local deadline = ttl > 0 and now + ttl or nil
+  local args = {'d:' .. id, blob, 'p:' .. id, parent, 'w', string.format('%.0f', now)}
   if token ~= '' then
-    local keep = (#token + 1) * (tonumber(A[10]) - 1)
-    if #ring > keep then ring = string.sub(ring, 1, keep) end
-    redis.call('HSET', key, 'd:' .. id, blob, 'p:' .. id, parent, 'ops', token .. 'S' .. ring, 'w', written)
-  else
-    redis.call('HSET', key, 'd:' .. id, blob, 'p:' .. id, parent, 'w', written)
+    local keep_ring = (#token + 1) * (tonumber(A[10]) - 1)
+    if #ring > keep_ring then ring = string.sub(ring, 1, keep_ring) end
+    args[#args + 1], args[#args + 2] = 'ops', token .. 'S' .. ring
   end
+  local is_new_leaf = keep and not st.exists and deadline
+  if is_new_leaf then args[#args + 1], args[#args + 2] = 'e:' .. id, string.format('%.0f', deadline) end
+  redis.call('HSET', key, unpack(args))
   -- One TTL for the whole thread: never shortened, so no ancestor expires before a descendant.
   if ttl == 0 then
     redis.call('PERSIST', key)
   elseif before == -2 or (before >= 0 and before < ttl) then
     redis.call('PEXPIRE', key, ttl)
   end
-  local mode = st.mode
-  if A[11] ~= '1' or mode == 'taint' or mode == 'off' then
-    if mode ~= 'off' and mode ~= 'new' then books_off(key) end
+  if not keep then
+    if b.mode == 'on' or b.mode == 'taint' then books_off(key) end
     return
   end
-  local L, c = redis.call('HGET', key, 'L') or '', tonumber(redis.call('HGET', key, 'c') or '') or 0
-  local deadline = ttl > 0 and now + ttl or nil
+  local L, c = b.L, b.c
   if not st.exists then
     c = c + 1
     if parent ~= '' then L = child_added(key, parent, L) end
-    if deadline then
-      redis.call('HSET', key, 'e:' .. id, string.format('%.0f', deadline))
-      L = leaves_insert(L, id, deadline)
-    end
+    if is_new_leaf then L = leaves_insert(L, id, deadline) end
   else
     if st.old ~= parent then  -- re-parented: the old parent loses a child, the new one gains it
       if st.old ~= '' then L = child_removed(key, st.old, deadline or now, L) end
@@ -202,5 +216,5 @@ local function save_write(key, A, st)
   end
   local gone
   L, gone = prune(key, L, now)
-  books_close(key, L, c - gone)
+  books_close(key, L, c - gone, b)
 end

@@ -65,21 +65,22 @@ end
 
 local ttl = tonumber(ARGV[3])
 if ttl > 0 and n > 0 then
-  local mode = books_mode(key)
+  local b = books_read(key)
+  local mode = b.mode
   local left = redis.call('PTTL', key)
   if left >= 0 and left < ttl then redis.call('PEXPIRE', key, ttl) end
   -- A sliding read needs the record it started from for another TTL: a leaf's own
   -- deadline moves, a record with children keeps it for when they are gone.
   if mode == 'on' then
     local start, deadline = ids[1], ms_now() + ttl
-    local L = redis.call('HGET', key, 'L') or ''
+    local L = b.L
     if redis.call('HEXISTS', key, 'e:' .. start) == 1 then
       redis.call('HSET', key, 'e:' .. start, string.format('%.0f', deadline))
       L = leaves_insert(leaves_remove(L, start), start, deadline)
     else
       redis.call('HSET', key, 's:' .. start, string.format('%.0f', deadline))
     end
-    books_close(key, L, tonumber(redis.call('HGET', key, 'c') or '') or 0)
+    books_close(key, L, b.c, b)
   elseif mode == 'taint' then
     books_off(key)
   end
