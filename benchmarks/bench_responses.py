@@ -68,7 +68,7 @@ async def main() -> None:
             # The same script and arguments the store sends, a fresh operation token included,
             # so both sides do the same work on the server.
             await client.evalsha(save_script.sha, 1, key, rec.id, "", "-", "", "0", blob, 2592000000, 100000,
-                                 secrets.token_hex(8), 16)
+                                 secrets.token_hex(8), 16, "1")
 
         await client.script_load(save_script.source)  # the raw side loads its script up front
         save = await best_of(args.rounds, {"ours": (ours_save, n), "raw": (raw_save, n)})

@@ -6,8 +6,6 @@
 --          found its first record slides it
 -- ARGV[4]  inline budget in bytes: if the records walked total at most this
 --          many, they are returned themselves ('-1' = never)
--- ARGV[5]  '1': size each record (HSTRLEN) before copying it, for stores whose
---          records may be so big that one wasted copy would hold the server long
 -- Returns {status, detail, form, ...}; status is 'ok' (reached a root),
 -- 'missing' (detail = the id not found), 'cycle' (detail = the repeated id),
 -- 'depth' (detail = the next id past the hop limit) or 'wrongtype'; form 'r'
@@ -18,8 +16,9 @@
 -- 80 us), and every other client of the shard waits meanwhile. So the walk
 -- follows only the small parent pointers once the records it has seen pass the
 -- inline budget, and the caller reads the records with HMGET in bounded slices; a
--- chain of a few KB comes back inline, in this one round trip. The copies a longer
--- chain wastes total at most the budget plus one record (ARGV[5]: without that one).
+-- chain of a few KB comes back inline, in this one round trip. Each record is sized
+-- (HSTRLEN) before it is copied, so a big record is never copied in vain, and the
+-- copies a longer chain wastes total at most the budget.
 -- The hop limit bounds one call's work; a longer chain is walked in several calls.
 -- Reads first; the writes (the sliding TTL, and the start record's deadline in
 -- the books of per-response expiry, lua/chain_lib.lua, which comes in front) last.
@@ -31,13 +30,13 @@ if kind ~= 'hash' then return {'wrongtype', kind, 'i'} end
 local out = {'ok', '', 'i'}
 local ids, records = {}, {}
 local cur, n, limit, seen = ARGV[1], 0, tonumber(ARGV[2]), {}
-local budget, bytes, sized = tonumber(ARGV[4]), 0, ARGV[5] == '1'
+local budget, bytes = tonumber(ARGV[4]), 0
 while cur ~= '' do
   if seen[cur] then out[1] = 'cycle'; out[2] = cur; break end
   if n >= limit then out[1] = 'depth'; out[2] = cur; break end
   seen[cur] = true
   local parent, rec
-  if bytes <= budget and (not sized or bytes + redis.call('HSTRLEN', key, 'd:' .. cur) <= budget) then
+  if bytes <= budget and bytes + redis.call('HSTRLEN', key, 'd:' .. cur) <= budget then
     -- The chain may still come back inline: the record and its pointer, one call.
     rec = redis.call('HMGET', key, 'd:' .. cur, 'p:' .. cur)
     if not rec[1] then out[1] = 'missing'; out[2] = cur; break end

@@ -38,8 +38,8 @@ async def test_a_loop_longer_than_one_walk_call_is_a_cycle(backend):
 
 @pytest.mark.parametrize("max_record_bytes", [1024 * 1024, 4 * 1024 * 1024, 8 * 1024 * 1024])
 async def test_every_record_size_limit_reads_the_same_chain(backend, max_record_bytes):
-    """The record-size limit picks how the walk copies (size first above 2 MB) and how many
-    records one HMGET reads (8 at 1 MB, 2 at 4 MB, 1 at 8 MB): the chain read is the same."""
+    """The record-size limit picks how many records one HMGET reads (8 at 1 MB, 2 at 4 MB,
+    1 at 8 MB): the chain read is the same."""
     store = make_store(backend, max_depth=200, max_record_bytes=max_record_bytes)
     payloads = ["", BIG, "", "y" * 30000, "", BIG]
     ids, parent = [], None

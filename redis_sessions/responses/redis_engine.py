@@ -44,7 +44,6 @@ machine): a longer chain is read in several HMGETs, pipelined in one round trip,
 other clients' commands run between them. Slicing by count at the size limit costs
 one more HMGET per slice; sizing every record (HSTRLEN per hop) cost more."""
 MAX_SLICE_RECORDS = 512
-SIZE_FIRST_ABOVE = 2 * 1024 * 1024
 _INLINE = _number(INLINE_BYTES)
 THREAD_SCAN_COUNT = 64
 """Fields one HSCAN page of a thread visits (delete_thread): small enough that a page
@@ -70,7 +69,6 @@ class RedisChainEngine:
         self.link = link
         self.slice_records = MAX_SLICE_RECORDS
         """Records per HMGET when a chain is read after its walk: see :meth:`limit_records`."""
-        self._size_first = b"0"
         self.keys = keys
         self.acks = acks
         """``replica_acks``: the scripts' writes and the locator's SET wait for replicas (see replication)."""
@@ -84,9 +82,6 @@ class RedisChainEngine:
         """Records may be up to ``max_record_bytes``: read at most READ_SLICE_BYTES of
         them per HMGET."""
         self.slice_records = max(1, min(MAX_SLICE_RECORDS, READ_SLICE_BYTES // max_record_bytes))
-        # The walk copies a record before it knows its size; one such copy (measured
-        # ~1.3 us per KB) must stay far from the 5 ms a call may take, else size first.
-        self._size_first = b"1" if max_record_bytes > SIZE_FIRST_ABOVE else b"0"
 
     async def locate(self, response_id: str, slide_ms: int) -> str | None:
         key, legacy = self.keys.locator(response_id), self.keys.legacy_locator(response_id)
@@ -206,8 +201,7 @@ class RedisChainEngine:
             self.round_trips += 1
             async with translate_errors(f"thread {key!r}"):
                 result = await self._walk(self.link.client, [key], [
-                    cur, _number(hops), _number(slide_ms) if first else b"0", _INLINE if first else b"-1",
-                    self._size_first])
+                    cur, _number(hops), _number(slide_ms) if first else b"0", _INLINE if first else b"-1"])
             status, detail = as_text(result[0]), as_text(result[1])
             if result[2] == b"r":
                 return _inline(status, detail, result[3:])
