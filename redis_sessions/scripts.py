@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from redis.client import NEVER_DECODE
 from redis.exceptions import NoScriptError
 
 from .redis_client import AnyRedis
@@ -61,3 +62,20 @@ class LuaScript:
 def script(name: str) -> LuaScript:
     """The script ``lua/<name>.lua``, read and hashed once per process."""
     return LuaScript(name)
+
+
+class RawLibScript(LuaScript):
+    """A script with the library ``lua/<lib>.lua`` in front of it (same SHA rules), whose
+    reply redis-py hands back undecoded whatever the client's ``decode_responses``: the
+    item-session (``items_lib``) and conversation (``conv_lib``) scripts."""
+
+    def __init__(self, name: str, lib: str) -> None:
+        super().__init__(name)
+        self.source = script(lib).source + "\n" + self.source
+        self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
+
+    async def __call__(self, client: AnyRedis, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        try:
+            return await client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args, **{NEVER_DECODE: []})
+        except NoScriptError:
+            return await client.execute_command("EVAL", self.source, len(keys), *keys, *args, **{NEVER_DECODE: []})

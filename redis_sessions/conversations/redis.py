@@ -11,11 +11,8 @@ works too.
 
 from __future__ import annotations
 
-import hashlib
-from typing import Any, Mapping, Optional, Sequence, Union, cast
+from typing import Any, Mapping, Optional, Union, cast
 
-from redis import exceptions as rx
-from redis.client import NEVER_DECODE
 
 from ..clock import Clock, system_clock
 from ..errors import ErrorCode, SessionError
@@ -24,23 +21,13 @@ from ..keys import DEFAULT_PREFIX
 from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, translate_errors
 from ..replication import DEFAULT_ACK_TIMEOUT, ReplicaAcks, write_acked
 from ..responses.protocol import UNSET, _Unset
-from ..scripts import LuaScript, script
+from ..scripts import RawLibScript
 from .base import ConversationStore, Reply
 
 
-class ConvScript(LuaScript):
+def ConvScript(name: str) -> RawLibScript:
     """A ``conv_*`` script with ``lua/conv_lib.lua`` in front of it, replies undecoded."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.source = script("conv_lib").source + "\n" + self.source
-        self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
-
-    async def __call__(self, client: AnyRedis, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        try:
-            return await client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args, **{NEVER_DECODE: []})
-        except rx.NoScriptError:
-            return await client.execute_command("EVAL", self.source, len(keys), *keys, *args, **{NEVER_DECODE: []})
+    return RawLibScript(name, "conv_lib")
 
 
 SCRIPTS = {name: ConvScript(name) for name in ("conv_create", "conv_add", "conv_update", "conv_delete",

@@ -25,7 +25,6 @@ errors behave as the SDK's do, so code written for
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import weakref
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Union, cast
 
@@ -39,7 +38,7 @@ from ..keys import DEFAULT_PREFIX
 from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, translate_errors
 from ..replication import DEFAULT_ACK_TIMEOUT, ReplicaAcks, write_acked
 from ..responses.protocol import UNSET
-from ..scripts import LuaScript, script
+from ..scripts import RawLibScript
 from . import header as hd
 from .base import MAX_BATCH_BYTES, MAX_ITEM_BYTES, TTL, ItemSession, PopReply, RawSnapshot, Snapshot, TailSlice
 
@@ -47,20 +46,9 @@ if TYPE_CHECKING:
     from agents.memory import SessionSettings
 
 
-class ItemsScript(LuaScript):
-    """An ``items_*`` script with ``lua/items_lib.lua`` in front of it (same SHA rules),
-    whose reply redis-py hands back undecoded whatever the client's ``decode_responses``."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.source = script("items_lib").source + "\n" + self.source
-        self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
-
-    async def __call__(self, client: AnyRedis, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        try:
-            return await client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args, **{NEVER_DECODE: []})
-        except rx.NoScriptError:
-            return await client.execute_command("EVAL", self.source, len(keys), *keys, *args, **{NEVER_DECODE: []})
+def ItemsScript(name: str) -> RawLibScript:
+    """An ``items_*`` script with ``lua/items_lib.lua`` in front of it, replies undecoded."""
+    return RawLibScript(name, "items_lib")
 
 
 _ADD = ItemsScript("items_add")
@@ -212,7 +200,7 @@ class RedisSession(ItemSession):
         fork._acks = self._acks
         return fork
 
-    async def _call(self, lua: LuaScript, args: Sequence[Any]) -> Any:
+    async def _call(self, lua: RawLibScript, args: Sequence[Any]) -> Any:
         try:
             if self._acks is not None and lua in _WRITES:
                 keys = self._keys
