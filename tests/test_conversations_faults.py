@@ -99,3 +99,52 @@ async def test_create_update_delete_item_and_delete_apply_once_and_answer(faulty
             pass
     await store.close()
     tally.check()
+
+
+@FAULTS
+async def test_a_conversation_turn_saves_and_appends_exactly_once(faulty: Faulty, fault: str) -> None:  # noqa: F811
+    """A response saved with conversation_id: its save and its turn's append are one
+    script; a lost, held or cut reply has redis-py send it again, and the copy finds its
+    token in the thread and appends nothing."""
+    from redis_sessions import RedisResponseSessionStore, StoredResponseRequestSnapshot, StoredResponseSession
+    from redis_sessions import StoredResponseSnapshot
+    from redis_sessions.scripts import script
+
+    tally = Tally(faulty.name, "conversation turn (save + append)", fault)
+    conversations = conversation_store(faulty)
+    responses = RedisResponseSessionStore.from_url(faulty.url, key_prefix=faulty.prefix, ttl_seconds=600,
+                                                   redis_kwargs=faulty.redis_kwargs, conversations=conversations)
+    conv = await conversations.create()
+    key = responses.keys.thread("c:" + conv.id)
+    sha = script("chain_save_turn").sha.encode()
+    sent: list[str] = []
+    for i in range(ROUNDS[fault]):
+        rid = await responses.new_response_id(conversation_id=conv.id)
+        session = StoredResponseSession(
+            id=rid, conversation_id=conv.id, created_at=1_700_000_000, request=StoredResponseRequestSnapshot(input=f"q{i}"),
+            response=StoredResponseSnapshot(id=rid, output=[{"type": "message", "role": "assistant",
+                                                              "content": [{"type": "output_text", "text": f"a{i}"}]}]))
+        for proxy in faulty.proxies:
+            proxy.disarm()
+        faulty.for_key(key).arm(tally.fault, match=sha, hold=0.0)
+        before = faulty.fired
+        tally.calls += 1
+        try:
+            await responses.save(session)
+            sent += [f"q{i}", f"a{i}"]
+        except SessionError as exc:
+            tally.failed(exc)
+        finally:
+            tally.fired += faulty.fired - before
+            for proxy in faulty.proxies:
+                proxy.disarm()
+    got = []
+    for item in await conversations.history(conv.id):
+        content = item["content"]
+        got.append(content if isinstance(content, str) else content[0]["text"])
+    tally.duplicated = len(got) - len(set(got))
+    tally.lost = len(set(sent) - set(got))
+    assert got == sent
+    await responses.close()
+    await conversations.close()
+    tally.check()
