@@ -21,6 +21,7 @@ from chains import record
 from faultservers import FaultServer
 from redis_sessions import (
     CompactionSession,
+    RedisConversationStore,
     RedisResponseSessionStore,
     RedisSession,
     new_response_id,
@@ -46,7 +47,33 @@ async def every_operation(url: str) -> None:
     assert len((await store.resolve_chain(child)).sessions) == 2
     assert len((await store.resolve_chain("ext-acl-2")).sessions) == 2
     assert await store.delete("ext-acl-2") and await store.delete(child)
+    # a chain past the inline budget (its records read by HMGET), then the whole thread deleted
+    parent = None
+    for i in range(4):
+        rid = f"ext-acl-big-{i}"
+        await store.save(record(rid, parent, payload="x" * 4000))
+        parent = rid
+    assert len((await store.resolve_chain(parent)).sessions) == 4
+    assert await store.delete_thread(parent) == 4
     await store.close()
+
+    # the Conversations store, and a response saved into a conversation
+    conversations = RedisConversationStore.from_url(url, key_prefix=PREFIX, sliding_ttl=True)
+    turns = RedisResponseSessionStore.from_url(url, key_prefix=PREFIX, conversations=conversations)
+    conv = await conversations.create(items=[{"role": "user", "content": "hi"}], metadata={"k": "v"})
+    added = await conversations.add_items(conv.id, [{"role": "assistant", "content": "hello"}])
+    await conversations.update(conv.id, {"k": "w"})
+    assert (await conversations.get(conv.id)).metadata == {"k": "w"}
+    assert (await conversations.get_item(conv.id, added.data[0]["id"]))["content"] == "hello"
+    await conversations.delete_item(conv.id, added.data[0]["id"])
+    rid = await turns.new_response_id(conversation_id=conv.id)
+    await turns.save(record(rid).__class__(**{**{f: getattr(record(rid), f) for f in record(rid).__struct_fields__},
+                                              "conversation_id": conv.id}))
+    assert len(await conversations.history(conv.id)) == 3
+    assert len((await conversations.list_items(conv.id, limit=2)).data) == 2
+    await conversations.delete(conv.id)
+    await turns.close()
+    await conversations.close()
 
     session = RedisSession.from_url("acl-items", url=url, key_prefix=PREFIX, sliding_ttl=True)
     await session.add_items([{"role": "user", "content": f"m{i}"} for i in range(12)])
