@@ -53,6 +53,13 @@ LOCATOR_BATCH = 512
 _RING_TTL = _number(RING_TTL_MS)
 
 
+def _save_args(request: SaveRequest) -> list[Any]:
+    """ARGV[1..11] of a save, as lua/chain_save.lua (and chain_save_turn.lua) take them."""
+    return [request.response_id, request.parent, b"=" if request.expect else b"-", request.expected,
+            b"1" if request.overwrite else b"0", request.blob, _number(request.ttl_ms),
+            _number(request.walk_limit), request.token, _RING, b"1" if request.books else b"0"]
+
+
 def _inline(status: str, detail: str, records: Sequence[object]) -> tuple[str, str, Sequence[object]]:
     for i, record in enumerate(records):
         if record is None:  # a pointer without its record: only a hand-edited hash has that
@@ -141,12 +148,9 @@ class RedisChainEngine:
 
     async def save(self, thread: str, request: SaveRequest) -> tuple[str, str]:
         key = self.keys.thread(thread)
-        args = [request.response_id, request.parent, b"=" if request.expect else b"-", request.expected,
-                b"1" if request.overwrite else b"0", request.blob, _number(request.ttl_ms),
-                _number(request.walk_limit), request.token, _RING, b"1" if request.books else b"0"]
         self.round_trips += 1
         async with translate_errors(f"thread {key!r}"):
-            result = await self._run(self._save, key, args)
+            result = await self._run(self._save, [key], _save_args(request))
         return as_text(result[0]), as_text(result[1])
 
     async def save_turn(self, thread: str, request: SaveRequest, conversations: Any, conversation_id: str,
@@ -154,19 +158,10 @@ class RedisChainEngine:
         """The save and the append of its turn's items to the conversation, one script
         on two keys of one slot (lua/chain_save_turn.lua)."""
         key = self.keys.thread(thread)
-        conversation_key, conversation_ttl_ms = self.keys.conversation(conversation_id), conversations.ttl_ms
-        args = [request.response_id, request.parent, b"=" if request.expect else b"-", request.expected,
-                b"1" if request.overwrite else b"0", request.blob, _number(request.ttl_ms),
-                _number(request.walk_limit), request.token, _RING, b"1" if request.books else b"0",
-                _number(conversation_ttl_ms), *pairs]
+        args = [*_save_args(request), _number(conversations.ttl_ms), *pairs]
         self.round_trips += 1
         async with translate_errors(f"thread {key!r}"):
-            if self.acks is None:
-                result = await self._save_turn(self.link.client, [key, conversation_key], args)
-            else:
-                lua = self._save_turn
-                result = await write_acked(self.link.client, key, ("EVALSHA", lua.sha, 2, key, conversation_key, *args),
-                                           self.acks, fallback=("EVAL", lua.source, 2, key, conversation_key, *args))
+            result = await self._run(self._save_turn, [key, self.keys.conversation(conversation_id)], args)
         return as_text(result[0]), as_text(result[1])
 
     async def fetch(self, thread: str, response_id: str, slide_ms: int) -> object | None:
@@ -245,7 +240,7 @@ class RedisChainEngine:
         key = self.keys.thread(thread)
         self.round_trips += 1
         async with translate_errors(f"thread {key!r}"):
-            result = await self._run(self._delete, key, [response_id, token, _RING, _RING_TTL, _number(ttl_ms),
+            result = await self._run(self._delete, [key], [response_id, token, _RING, _RING_TTL, _number(ttl_ms),
                                                          b"1" if keep_books else b"0"])
         if isinstance(result, list):
             raise _wrong_type(key, as_text(result[1]))
@@ -281,12 +276,13 @@ class RedisChainEngine:
                     pipe.execute_command("DEL", key)
                 await pipe.execute()
 
-    async def _run(self, lua: LuaScript, key: str, args: list[Any]) -> Any:
-        """A write script on one key, waited for by replicas if ``acks`` asks so."""
+    async def _run(self, lua: LuaScript, keys: list[str], args: list[Any]) -> Any:
+        """A write script, waited for by replicas if ``acks`` asks so (on the node of
+        ``keys[0]``: a script's keys share one slot)."""
         if self.acks is None:
-            return await lua(self.link.client, [key], args)
-        return await write_acked(self.link.client, key, ("EVALSHA", lua.sha, 1, key, *args), self.acks,
-                                 fallback=("EVAL", lua.source, 1, key, *args))
+            return await lua(self.link.client, keys, args)
+        return await write_acked(self.link.client, keys[0], ("EVALSHA", lua.sha, len(keys), *keys, *args), self.acks,
+                                 fallback=("EVAL", lua.source, len(keys), *keys, *args))
 
     async def close(self) -> None:
         return None
