@@ -26,8 +26,8 @@ end
 local b = books_read(key)
 local mode = b.mode
 local found = redis.call('HEXISTS', key, 'd:' .. id)
-local linked = redis.call('HEXISTS', key, 'p:' .. id)
 local parent = redis.call('HGET', key, 'p:' .. id)
+local linked = parent and 1 or 0
 local leaf_deadline = tonumber(redis.call('HGET', key, 'e:' .. id) or '')
 local has_ring = (ring ~= '' or token ~= '') and 1 or 0
 local stamped = redis.call('HEXISTS', key, 'w')  -- the last-write stamp (chain_save.lua): not a record

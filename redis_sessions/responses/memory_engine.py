@@ -289,8 +289,8 @@ class MemoryChainEngine:
             return done == DELETED
         mode = books.mode(fields)
         found = f"d:{response_id}" in fields
-        linked = f"p:{response_id}" in fields
         parent = fields.get(f"p:{response_id}")
+        linked = parent is not None
         leaf_deadline = books.number(fields.get(f"e:{response_id}"))
         has_ring = bool(ring or token)
         stamped = LAST_WRITE in fields
