@@ -8,7 +8,7 @@ from typing import Any, Mapping
 import msgspec
 
 from ..conversations.base import ConversationStore
-from ..conversations.checks import MAX_ITEMS_PER_CALL, MAX_LIMIT
+from ..conversations.checks import MAX_ITEMS_PER_CALL
 from ..errors import SessionError
 from ..models import Item
 from .errors import ApiError
@@ -71,18 +71,11 @@ class StoreLink:
         self.store = store
 
     async def history(self, conversation_id: str) -> list[Item]:
-        """Every item, oldest first, read in pages of 100 (one call each)."""
-        items: list[Item] = []
-        after: str | None = None
-        while True:
-            try:
-                page = await self.store.list_items(conversation_id, limit=MAX_LIMIT, order="asc", after=after)
-            except SessionError as exc:
-                raise ApiError.from_session_error(exc, "conversation") from None
-            items.extend(page.data)
-            if not page.has_more or page.last_id is None:
-                return items
-            after = page.last_id
+        """Every item, oldest first (the store's history: pages of 100, one call each)."""
+        try:
+            return await self.store.history(conversation_id)
+        except SessionError as exc:
+            raise ApiError.from_session_error(exc, "conversation") from None
 
     async def append(self, conversation_id: str, items: list[Item]) -> None:
         """The turn's items, 20 per call (the store's limit). Each call is atomic; a turn of
