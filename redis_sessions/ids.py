@@ -52,6 +52,21 @@ def new_thread_tag() -> str:
     return secrets.token_hex(8)
 
 
+def mint_root_id() -> str:
+    """An id that starts a thread: ``resp_<thread>_<thread><16 hex>``. Its random part
+    repeats its thread tag, which tells :func:`minted_root` that it was minted with no
+    parent (128 random bits still, the tag's 64 and 64 more)."""
+    thread = new_thread_tag()
+    return f"resp_{thread}_{thread}{secrets.token_hex(8)}"
+
+
+def minted_root(response_id: str) -> bool:
+    """Whether ``response_id`` was minted to start a thread: a hint only (a caller may
+    still have saved it under a parent, and a continuation's random part repeats its tag
+    once in 2**64), so whoever acts on it checks the record's own parent."""
+    return response_id[5:21] == response_id[22:38] and len(response_id) == 54 and thread_of(response_id) is not None
+
+
 def thread_of(response_id: str) -> str | None:
     """The thread tag carried by an id this package minted, or None for a foreign id."""
     match = _MINTED.fullmatch(response_id)
@@ -76,7 +91,7 @@ def new_response_id(previous_response_id: str | None = None) -> str:
     the parent's thread.
     """
     if previous_response_id is None:
-        return mint_response_id(new_thread_tag())
+        return mint_root_id()
     thread = thread_of(validate_id(previous_response_id, "previous_response_id"))
     if thread is None:
         raise SessionError(

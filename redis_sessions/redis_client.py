@@ -310,6 +310,16 @@ class translate_errors:
             raise translated from None
 
 
+def translated(exc: Exception, where: str) -> Exception:
+    """What ``translate_errors`` raises for ``exc``, for the hottest reads, which catch
+    it themselves (a ``try`` costs nothing until it raises; ``async with`` runs two
+    coroutines on every call): the SessionError, or ``exc`` itself when it is not
+    redis-py's."""
+    if isinstance(exc, SessionError):
+        return exc
+    return translate(exc, where) or exc
+
+
 _TRANSIENT_PREFIXES = ("LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "MOVED", "ASK")
 _CORRUPT_HINTS = ("WRONGTYPE", "not an integer", "not a valid float", "out of range")
 _DENIED = tuple(

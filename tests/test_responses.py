@@ -18,7 +18,7 @@ from redis_sessions import (
     new_response_id,
 )
 from redis_sessions.clock import FakeClock
-from redis_sessions.ids import thread_of
+from redis_sessions.ids import minted_root, thread_of
 from redis_sessions.responses import request_input_items
 
 
@@ -314,6 +314,43 @@ async def test_round_trips_do_not_grow_with_depth(backend):
     before = store.round_trips
     assert len((await store.resolve_chain("ext-tail")).sessions) == 151
     assert store.round_trips - before <= 3
+
+
+async def test_a_root_minted_here_is_resolved_by_one_plain_read_and_its_record_decides(backend):
+    """A root's id repeats its thread tag, so a resolve of it reads the record (one round
+    trip, no walk); the tag is only a hint: an id of that shape saved under a parent is
+    walked, its whole chain returned."""
+    store = make_store(backend)
+    root = await store.new_response_id()
+    child = await store.new_response_id(root)
+    assert minted_root(root) and minted_root(new_response_id()) and not minted_root(child)
+    tag = thread_of(root)
+    assert root.startswith(f"resp_{tag}_{tag}") and len(root) == len(child) == 54
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(root)
+    assert err.value.code is ErrorCode.CHAIN_NOT_FOUND
+    await store.save(record(root, text="first"))
+    before = store.round_trips
+    snap = await store.resolve_chain(root)
+    assert store.round_trips - before == 1
+    assert [s.id for s in snap.sessions] == [root]
+    assert snap.input_items == (await store.resolve_chain(root, max_depth=1)).input_items
+    assert snap.input_items[0]["content"][0]["text"] == "first"
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(root, max_depth=0)
+    assert err.value.code is ErrorCode.CHAIN_DEPTH_EXCEEDED
+    # Shaped like a root of this thread, saved under the root: the record says it has a parent.
+    lookalike = f"resp_{tag}_{tag}{'0' * 16}"
+    assert minted_root(lookalike)
+    await store.save(record(lookalike, root, "second"))
+    assert [s.id for s in (await store.resolve_chain(lookalike)).sessions] == [root, lookalike]
+    # An unfinished root is refused on the short path as on the walk.
+    other = await store.new_response_id()
+    await store.save(record(other, status="in_progress"))
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(other)
+    assert err.value.code is ErrorCode.CHAIN_UNAVAILABLE
+    assert len((await store.resolve_chain(other, include_incomplete=True)).sessions) == 1
 
 
 BAD_IDS = ["", "x" * 257, " lead", "in side", "tab\t", "new\nline", "nul\x00", "bell\x07", "br{ace", "br}ace", 42]

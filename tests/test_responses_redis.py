@@ -171,6 +171,35 @@ async def test_requests_per_resolve_follow_the_cost_model(real_backend, depth, p
         await node.aclose()
 
 
+async def script_calls(nodes: list[Redis]) -> int:
+    total = 0
+    for node in nodes:
+        stats = await node.info("commandstats")
+        total += sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in ("evalsha", "eval"))
+    return total
+
+
+async def test_a_root_is_resolved_by_a_plain_hget_and_a_continuation_by_the_walk(real_backend):
+    """Depth 1 costs what a get costs: the server runs no script for a root minted here
+    (its id says it is one, its record confirms it), and does for a continuation."""
+    store = make_store(real_backend)
+    root = await store.new_response_id()
+    child = await store.new_response_id(root)
+    await store.save(record(root))
+    await store.save(record(child, root))
+    ports = real_backend.server.ports if real_backend.name == "cluster" else [real_backend.server.port]
+    nodes = [Redis(port=port) for port in ports]
+    try:
+        await store.resolve_chain(child)  # the walk script loaded, connections made
+        for leaf, scripts in ((root, 0), (child, 1)):
+            before = await script_calls(nodes)
+            assert [s.id for s in (await store.resolve_chain(leaf)).sessions][-1] == leaf
+            assert await script_calls(nodes) - before == scripts
+    finally:
+        for node in nodes:
+            await node.aclose()
+
+
 async def test_a_save_stamps_the_thread_with_the_servers_time_of_the_write(redis_backend):
     """``w`` is what ``purge --idle-older-than`` judges a thread by (lua/purge_if_idle.lua)."""
     store = make_store(redis_backend)

@@ -14,7 +14,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from ..errors import ErrorCode, SessionError
 from ..keys import KeySpace
-from ..redis_client import RedisLink, as_text, translate_errors
+from ..redis_client import RedisLink, as_text, translate_errors, translated
 from ..replication import ReplicaAcks, write_acked
 from ..scripts import LuaScript, script
 from .protocol import RING_ENTRIES, RING_TTL_MS, SaveRequest
@@ -172,8 +172,10 @@ class RedisChainEngine:
             return records[0] if records else None
         key = self.keys.thread(thread)
         self.round_trips += 1
-        async with translate_errors(f"thread {key!r}"):
+        try:
             return await self.link.client.hget(key, self.keys.data_field(response_id))
+        except Exception as exc:  # translate_errors, inlined: this is get's one read
+            raise translated(exc, f"thread {key!r}") from None
 
     async def has(self, thread: str, response_id: str) -> bool:
         key = self.keys.thread(thread)

@@ -32,7 +32,7 @@ from .. import validate
 from ..clock import Clock, system_clock
 from ..codec import decode_session, encode
 from ..errors import ErrorCode, SessionError
-from ..ids import mint_id, mint_response_id, new_thread_tag, thread_of, validate_id
+from ..ids import mint_id, mint_response_id, mint_root_id, minted_root, thread_of, validate_id
 from ..keys import DEFAULT_PREFIX, KeySpace
 from ..models import (
     ResponseSessionSnapshot,
@@ -224,7 +224,7 @@ class ChainStore:
             validate_id(conversation_id, "conversation_id")
             return mint_id("resp")
         if previous_response_id is None:
-            return mint_response_id(new_thread_tag())
+            return mint_root_id()
         validate_id(previous_response_id, "previous_response_id")
         thread = await self._thread(previous_response_id)
         if thread is None:
@@ -234,14 +234,17 @@ class ChainStore:
     # -- reads --------------------------------------------------------------
     @bounded
     async def get(self, response_id: str) -> StoredResponseSession | None:
-        validate_id(response_id)
-        thread = await self._thread(response_id)
+        # An id minted here matched the strict minted pattern: no other check needed.
+        thread = thread_of(response_id) if type(response_id) is str else None
         if thread is None:
-            return None
+            validate_id(response_id)
+            thread = await self.engine.locate(response_id, self._slide_ms)
+            if thread is None:
+                return None
         data = await self.engine.fetch(thread, response_id, self._slide_ms)
         if data is None:
             return None
-        return decode_session(data, f"response {response_id!r} in {self.keys.thread(thread)!r}")
+        return decode_session(data, lambda: f"response {response_id!r} in {self.keys.thread(str(thread))!r}")
 
     @bounded
     async def resolve_chain(
@@ -262,18 +265,34 @@ class ChainStore:
         """
         if previous_response_id is None:
             return ResponseSessionSnapshot(previous_response_id=None, sessions=[], input_items=[])
-        validate_id(previous_response_id, "previous_response_id")
+        # An id minted here matched the strict minted pattern: no other check needed.
+        thread = thread_of(previous_response_id) if type(previous_response_id) is str else None
+        if thread is None:
+            validate_id(previous_response_id, "previous_response_id")
         depth = self.max_depth if max_depth is None else validate.integer(
             max_depth, "max_depth", minimum=0, maximum=MAX_DEPTH_LIMIT)
         validate.flag(include_incomplete, "include_incomplete")
-        thread = await self._thread(previous_response_id)
         if thread is None:
-            check_walk("missing", previous_response_id, previous_response_id, depth)
-            raise AssertionError("unreachable")
+            thread = await self.engine.locate(previous_response_id, self._slide_ms)
+            if thread is None:
+                check_walk("missing", previous_response_id, previous_response_id, depth)
+                raise AssertionError("unreachable")
+        slide_ms = self._slide_ms
+        if depth and not slide_ms and minted_root(previous_response_id):
+            # A root by its id: one plain read of its record, no walk (depth 1 at the cost
+            # of a get). The record's own parent decides; one saved under a parent is walked.
+            data = await self.engine.fetch(thread, previous_response_id, 0)
+            if data is None:
+                check_walk("missing", previous_response_id, previous_response_id, depth)
+            key = self.keys.thread(thread)
+            root = decode_session(data, lambda: f"{key} (record 0 of the chain)")
+            if root.id == previous_response_id and root.previous_response_id is None:
+                return build_snapshot(previous_response_id, [root], include_incomplete=include_incomplete,
+                                      replay_instructions=self.replay_instructions)
         for attempt in range(1, READ_ATTEMPTS + 1):
             # max_depth=0: one record is read only to tell "too long" from "missing".
             status, detail, records = await self.engine.walk(
-                thread, previous_response_id, depth or 1, self._slide_ms if depth else 0)
+                thread, previous_response_id, depth or 1, slide_ms if depth else 0)
             if depth == 0 and records:
                 status, detail = "depth", previous_response_id
             check_walk(status, detail, previous_response_id, depth)
