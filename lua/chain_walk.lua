@@ -23,9 +23,10 @@
 -- Reads first; the writes (the sliding TTL, and the start record's deadline in
 -- the books of per-response expiry, lua/chain_lib.lua, which comes in front) last.
 local key = KEYS[1]
-local kind = redis.call('TYPE', key)['ok']
-if kind == 'none' then return {'missing', ARGV[1], 'i'} end
-if kind ~= 'hash' then return {'wrongtype', kind, 'i'} end
+-- No TYPE call up front: a missing key reads as a missing record, and only a key of
+-- another type makes the first read fail, which is when its type is asked.
+local first = redis.pcall('HSTRLEN', key, 'd:' .. ARGV[1])
+if type(first) == 'table' and first.err then return {'wrongtype', redis.call('TYPE', key)['ok'], 'i'} end
 
 local out = {'ok', '', 'i'}
 local ids, records = {}, {}
@@ -35,8 +36,9 @@ while cur ~= '' do
   if seen[cur] then out[1] = 'cycle'; out[2] = cur; break end
   if n >= limit then out[1] = 'depth'; out[2] = cur; break end
   seen[cur] = true
-  local parent, rec
-  if bytes <= budget and bytes + redis.call('HSTRLEN', key, 'd:' .. cur) <= budget then
+  local parent, rec, size
+  if n == 0 then size = first elseif bytes <= budget then size = redis.call('HSTRLEN', key, 'd:' .. cur) end
+  if bytes <= budget and bytes + size <= budget then
     -- The chain may still come back inline: the record and its pointer, one call.
     rec = redis.call('HMGET', key, 'd:' .. cur, 'p:' .. cur)
     if not rec[1] then out[1] = 'missing'; out[2] = cur; break end

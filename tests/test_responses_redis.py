@@ -48,7 +48,9 @@ async def test_a_key_of_the_wrong_type_is_reported_and_left_alone(redis_backend)
     await redis_backend.client.set(key, b"someone else's string")
     before = await all_keys(redis_backend, store)
     await expect_code(store.get(rid), ErrorCode.RECORD_CORRUPT)
-    await expect_code(store.resolve_chain(rid), ErrorCode.RECORD_CORRUPT)
+    await expect_code(store.resolve_chain(rid), ErrorCode.RECORD_CORRUPT)  # a root: read by HGET
+    walked = await expect_code(store.resolve_chain(new_response_id(rid)), ErrorCode.RECORD_CORRUPT)  # by the walk
+    assert "holds a Redis string" in walked.message
     await expect_code(store.save(record(rid)), ErrorCode.RECORD_CORRUPT)
     await expect_code(store.delete(rid), ErrorCode.RECORD_CORRUPT)
     await redis_backend.client.rpush(store.keys.locator("ext-x"), b"not a locator")
