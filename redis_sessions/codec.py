@@ -58,8 +58,41 @@ def _decode(decoder: msgspec.msgpack.Decoder[T], data: object, where: Where) -> 
         raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} nests too deeply to decode") from None
 
 
-def decode_session(data: object, where: Where) -> StoredResponseSession:
+COMPACT = 0xC1
+"""The first byte of a compact record (``compact_records=True``). Msgpack never uses
+0xc1, so a reader that does not know this form (a version before it) refuses such a
+record as corrupt rather than reading it wrong. A byte of flags follows, then the
+record in msgpack with the ids that repeat what the reader knows left empty:"""
+ID_LEFT_OUT = 1
+"""``id``, which is the name of the record's field (``d:<id>``)."""
+RESPONSE_ID_LEFT_OUT = 2
+"""``response.id``, when it equals ``id`` (as a gateway's responses do)."""
+_FLAGS = ID_LEFT_OUT | RESPONSE_ID_LEFT_OUT
+
+
+def decode_session(data: object, where: Where, response_id: str | None = None) -> StoredResponseSession:
+    """A stored record. ``response_id``: the id it is stored under, which a compact
+    record leaves out (without it a compact record is refused as corrupt)."""
+    if type(data) is bytes and data[:1] == b"\xc1":
+        return _expand(data, where, response_id)
     return _decode(_session_decoder, data, where)
+
+
+def _expand(data: bytes, where: Where, response_id: str | None) -> StoredResponseSession:
+    flags = data[1] if len(data) > 1 else 0
+    if not flags & ID_LEFT_OUT or flags & ~_FLAGS:
+        raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} is a compact record of a form this "
+                           f"version does not know (flags {flags:#x})")
+    if response_id is None:
+        raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} is a compact record read without its id")
+    session = _decode(_session_decoder, memoryview(data)[2:], where)
+    response = session.response
+    if session.id or (flags & RESPONSE_ID_LEFT_OUT and response.id):
+        raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} is a compact record that holds an id it "
+                           "says it leaves out")
+    if flags & RESPONSE_ID_LEFT_OUT:
+        response = msgspec.structs.replace(response, id=response_id)
+    return msgspec.structs.replace(session, id=response_id, response=response)
 
 
 def decode_item(data: object, where: Where) -> Item:

@@ -57,6 +57,10 @@ class SessionConfig(BaseSettings):
     response_expiry: bool = True
     """Each response expires on its own once no live response descends from it (threads
     stop growing); False: a thread expires whole, as before this version."""
+    compact_records: bool = False
+    """Records leave out the ids their reader knows (about 110 bytes of a gateway's small
+    response). Versions before this one cannot read such records: turn it on once none
+    reads the store."""
     max_batch_bytes: int = Field(default=MAX_BATCH_BYTES, ge=1024)
     """Item sessions: the most bytes one ``add_items`` call may add (its items, encoded)."""
 
@@ -137,6 +141,7 @@ def create_response_session_store(config: SessionConfig, *, conversations: Conve
         sliding_ttl=config.sliding_ttl,
         replay_instructions=config.replay_instructions,
         response_expiry=config.response_expiry,
+        compact_records=config.compact_records,
         conversations=conversations,
     )
     if config.store_backend == "memory":

@@ -7,7 +7,8 @@ import msgspec
 import pytest
 
 from chains import make_store, plant, record
-from redis_sessions import ErrorCode, SessionError
+from redis_sessions import ErrorCode, SessionError, StoredResponseSession
+from redis_sessions.codec import COMPACT, ID_LEFT_OUT, RESPONSE_ID_LEFT_OUT, decode_session
 from redis_sessions.responses.redis_engine import WALK_HOPS
 from redis_sessions.responses.store import encode_record
 
@@ -54,8 +55,10 @@ async def test_every_record_size_limit_reads_the_same_chain(backend, max_record_
         assert [s.request.input for s in snap.sessions] == [f"turn {i}" for i in range(end)]
 
 
-async def test_a_record_overwritten_between_walk_and_read_is_read_again(redis_backend):
-    store = make_store(redis_backend, max_depth=100)
+@pytest.mark.parametrize("compact", [False, True], ids=["full", "compact"])
+async def test_a_record_overwritten_between_walk_and_read_is_read_again(redis_backend, compact):
+    """Compact records too: their ids come from the walk, so their parents still tell."""
+    store = make_store(redis_backend, max_depth=100, compact_records=compact)
     ids = await linear(store, 6, BIG)
     await store.save(record("ext-side", ids[1], payload=BIG))
     engine = store.engine
@@ -73,8 +76,9 @@ async def test_a_record_overwritten_between_walk_and_read_is_read_again(redis_ba
     assert [s.id for s in snap.sessions] == [ids[0], ids[1], "ext-side", ids[3], ids[4], ids[5]]
 
 
-async def test_a_chain_that_keeps_changing_is_a_coded_error_not_a_mixed_history(redis_backend):
-    store = make_store(redis_backend, max_depth=100)
+@pytest.mark.parametrize("compact", [False, True], ids=["full", "compact"])
+async def test_a_chain_that_keeps_changing_is_a_coded_error_not_a_mixed_history(redis_backend, compact):
+    store = make_store(redis_backend, max_depth=100, compact_records=compact)
     ids = await linear(store, 6, BIG)
     await store.save(record("ext-a", ids[1], payload=BIG))
     await store.save(record("ext-b", ids[1], payload=BIG))
@@ -121,3 +125,36 @@ async def test_records_encoded_before_omit_defaults_and_after_decode_alike(backe
     assert len(full) > len(encode_record(record(a)))
     await plant(backend, store, thread, {a: ("", full), b: (a, encode_record(record(b, a)))})
     assert [s for s in (await store.resolve_chain(b)).sessions] == [record(a), record(b, a)]
+
+
+def test_a_compact_record_is_refused_loudly_by_a_reader_that_does_not_know_it():
+    """What a version before compact records does with one: its decoder (the same Struct,
+    no marker check) fails on the marker byte, so it answers session.record.corrupt
+    rather than a record with an empty id."""
+    rid = f"resp_{'ab' * 8}_{'0' * 32}"
+    session = record(rid, payload="x" * 100)
+    blob = encode_record(session, compact=True)
+    assert blob[0] == COMPACT and blob[1] == ID_LEFT_OUT | RESPONSE_ID_LEFT_OUT
+    assert len(encode_record(session)) - len(blob) == 2 * len(rid)  # each id: its 2-byte header and itself, less an empty string, less the marker
+    with pytest.raises(msgspec.DecodeError):
+        msgspec.msgpack.Decoder(StoredResponseSession).decode(blob)
+    assert decode_session(blob, "here", rid) == session
+    for bad, why in ((blob, "without its id"), (bytes([COMPACT, 4]) + blob[2:], "does not know"),
+                     (bytes([COMPACT, 0]) + blob[2:], "does not know"), (bytes([COMPACT]), "does not know"),
+                     (bytes([COMPACT, ID_LEFT_OUT]) + encode_record(session), "holds an id")):
+        with pytest.raises(SessionError) as err:
+            decode_session(bad, "here", None if why == "without its id" else rid)
+        assert err.value.code is ErrorCode.RECORD_CORRUPT and why in err.value.message
+
+
+async def test_compact_records_are_what_the_server_stores(redis_backend):
+    full, compact = make_store(redis_backend), make_store(redis_backend, compact_records=True)
+    a = await compact.new_response_id()
+    b = await full.new_response_id()
+    await compact.save(record(a))
+    await full.save(record(b))
+    client = redis_backend.client
+    stored_a = await client.hget(compact.keys.thread(a.split("_")[1]), f"d:{a}")
+    stored_b = await client.hget(full.keys.thread(b.split("_")[1]), f"d:{b}")
+    assert stored_a == encode_record(record(a), compact=True) and stored_a[0] == COMPACT
+    assert stored_b == encode_record(record(b)) and len(stored_b) - len(stored_a) == 2 * len(a)

@@ -104,7 +104,8 @@ COARSE = ([None, 1, 3, 10], [1000, 2000, 3000, 5000, 10_000])
 def cases(draw: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     sliding = draw(st.booleans())
     ttls, steps_ms = COARSE if sliding else FINE
-    opts = {"ttl_seconds": draw(st.sampled_from(ttls)), "sliding_ttl": sliding, "max_depth": draw(st.sampled_from([3, 64]))}
+    opts = {"ttl_seconds": draw(st.sampled_from(ttls)), "sliding_ttl": sliding, "max_depth": draw(st.sampled_from([3, 64])),
+            "compact_records": draw(st.booleans())}
     return opts, draw(programs(steps_ms))
 
 

@@ -353,6 +353,35 @@ async def test_a_root_minted_here_is_resolved_by_one_plain_read_and_its_record_d
     assert len((await store.resolve_chain(other, include_incomplete=True)).sessions) == 1
 
 
+async def test_compact_records_read_alike_and_mix_with_full_ones_in_one_chain(backend):
+    """compact_records=True leaves out the ids a reader knows; a chain may hold both forms
+    (a fleet turning it on), and every store reads both the same."""
+    full = make_store(backend)
+    compact = make_store(backend, compact_records=True)
+    sessions: list = []
+    parent = None
+    for i in range(6):
+        writer = compact if i % 2 else full
+        rid = await writer.new_response_id(parent)
+        session = record(rid, parent, f"turn {i}")
+        if i == 3:  # a response id of its own (an upstream's): kept in the record
+            session = msgspec.structs.replace(session, response=msgspec.structs.replace(session.response, id="up-3"))
+        await writer.save(session)
+        sessions.append(session)
+        parent = rid
+    for reader in (full, compact):
+        assert (await reader.resolve_chain(parent)).sessions == sessions
+        assert [await reader.get(s.id) for s in sessions] == sessions
+    # The same record again is done, whichever form it is stored in; another is a conflict.
+    for writer in (full, compact):
+        for session in sessions[:2]:
+            await writer.save(session)
+        with pytest.raises(SessionError) as err:
+            await writer.save(record(sessions[1].id, sessions[0].id, "changed"))
+        assert err.value.code is ErrorCode.STORE_CONFLICT
+    assert (await full.resolve_chain(parent)).sessions == sessions
+
+
 BAD_IDS = ["", "x" * 257, " lead", "in side", "tab\t", "new\nline", "nul\x00", "bell\x07", "br{ace", "br}ace", 42]
 
 

@@ -87,9 +87,21 @@ def check_walk(status: str, detail: str, start: str, max_depth: int) -> None:
     raise SessionError(ErrorCode.RECORD_CORRUPT, f"the thread of {start!r} holds a Redis {detail or status}")
 
 
-def decode_chain(records: Sequence[object], where: str) -> list[StoredResponseSession]:
-    """Records come newest first from the walk; the chain is returned oldest first."""
-    sessions = [decode_session(r, f"{where} (record {i} of the chain)") for i, r in enumerate(records)]
+def decode_chain(records: Sequence[object], where: str, start: str,
+                 ids: Sequence[str] | None = None) -> list[StoredResponseSession]:
+    """Records come newest first from the walk; the chain is returned oldest first.
+
+    A compact record's id is the one it was read under: ``ids[i]`` when the records
+    were read apart from the walk (so :func:`linked` still compares each record's parent
+    with the id the walk found), else, the records having come with the walk in one
+    step, ``start`` and then each record's parent."""
+    sessions = []
+    expect: str | None = start
+    for i, record in enumerate(records):
+        session = decode_session(record, lambda i=i: f"{where} (record {i} of the chain)",  # type: ignore[misc]
+                                 ids[i] if ids is not None else expect)
+        sessions.append(session)
+        expect = session.previous_response_id
     sessions.reverse()
     return sessions
 

@@ -213,7 +213,7 @@ class MemoryChainEngine:
 
     # -- threads: chain_walk.lua, HGET, HEXISTS -------------------------------------
     async def fetch(self, thread: str, response_id: str, slide_ms: int) -> object | None:
-        status, _, records = await self.walk(thread, response_id, 1, slide_ms)
+        _, _, records, _ = await self.walk(thread, response_id, 1, slide_ms)
         return records[0] if records else None
 
     async def has(self, thread: str, response_id: str) -> bool:
@@ -221,11 +221,12 @@ class MemoryChainEngine:
         entry = self._live_thread(thread)
         return entry is not None and f"d:{response_id}" in entry.fields
 
-    async def walk(self, thread: str, start: str, limit: int, slide_ms: int) -> tuple[str, str, Sequence[object]]:
+    async def walk(self, thread: str, start: str, limit: int,
+                   slide_ms: int) -> tuple[str, str, Sequence[object], Sequence[str] | None]:
         self.round_trips += 1
         entry = self._live_thread(thread)
         if entry is None:
-            return "missing", start, []
+            return "missing", start, [], None
         status, detail, records = self._walk(entry, start, limit)
         if slide_ms > 0 and records:
             mode = books.mode(entry.fields)
@@ -242,7 +243,7 @@ class MemoryChainEngine:
                 books.close(fields, leaves, books.number(fields.get("c")) or 0)
             elif mode == "taint":
                 books.off(fields)
-        return status, detail, records
+        return status, detail, records, None
 
     @staticmethod
     def _walk(entry: _Entry, start: str, limit: int) -> tuple[str, str, list[object]]:

@@ -166,7 +166,7 @@ class RedisChainEngine:
 
     async def fetch(self, thread: str, response_id: str, slide_ms: int) -> object | None:
         if slide_ms > 0:
-            status, detail, records = await self.walk(thread, response_id, 1, slide_ms)
+            status, detail, records, _ = await self.walk(thread, response_id, 1, slide_ms)
             if status == "wrongtype":
                 raise _wrong_type(self.keys.thread(thread), detail)
             return records[0] if records else None
@@ -183,7 +183,8 @@ class RedisChainEngine:
         async with translate_errors(f"thread {key!r}"):
             return bool(await self.link.client.hexists(key, self.keys.data_field(response_id)))
 
-    async def walk(self, thread: str, start: str, limit: int, slide_ms: int) -> tuple[str, str, Sequence[object]]:
+    async def walk(self, thread: str, start: str, limit: int,
+                   slide_ms: int) -> tuple[str, str, Sequence[object], Sequence[str] | None]:
         """The chain from ``start``: pointers walked by lua/chain_walk.lua, at most
         WALK_HOPS per call; records returned by the walk itself when the whole chain
         is at most INLINE_BYTES (one round trip), else read with HMGET in slices of
@@ -201,7 +202,7 @@ class RedisChainEngine:
                     cur, _number(hops), _number(slide_ms) if first else b"0", _INLINE if first else b"-1"])
             status, detail = as_text(result[0]), as_text(result[1])
             if result[2] == b"r":
-                return _inline(status, detail, result[3:])
+                return (*_inline(status, detail, result[3:]), None)
             walked = [as_text(rid) for rid in result[3:]]
             entries.extend(walked)
             left -= len(walked)
@@ -213,12 +214,12 @@ class RedisChainEngine:
                 break
             cur = detail
         if status not in ("ok", "depth"):
-            return status, detail, []  # the store raises for these: reading the records would be wasted
+            return status, detail, [], None  # the store raises for these: reading the records would be wasted
         records = await self._read(key, entries)
         for i, record in enumerate(records):
             if record is None:  # deleted since the walk saw it: the chain ends there, as missing
-                return "missing", entries[i], records[:i]
-        return status, detail, records
+                return "missing", entries[i], records[:i], entries[:i]
+        return status, detail, records, entries
 
     async def _read(self, key: str, ids: list[str]) -> list[object]:
         """The records of ``ids`` (newest first): HMGET in slices of ``slice_records``

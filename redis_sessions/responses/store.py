@@ -30,7 +30,7 @@ import msgspec
 
 from .. import validate
 from ..clock import Clock, system_clock
-from ..codec import decode_session, encode
+from ..codec import COMPACT, ID_LEFT_OUT, RESPONSE_ID_LEFT_OUT, decode_session, encode
 from ..errors import ErrorCode, SessionError
 from ..ids import mint_id, mint_response_id, mint_root_id, minted_root, thread_of, validate_id
 from ..keys import DEFAULT_PREFIX, KeySpace
@@ -143,18 +143,30 @@ def check_nesting(session: StoredResponseSession) -> None:
 _CONTAINER_HEADERS = bytes(range(0x80, 0xA0)) + bytes(range(0xDC, 0xE0))
 
 
-def encode_record(session: StoredResponseSession) -> bytes:
+def encode_record(session: StoredResponseSession, compact: bool = False) -> bytes:
     """The record's bytes, refusing one that nests too deeply (``session.input.invalid``
     naming the field). The field-by-field walk costs a few microseconds, so it runs
-    only when the bytes hold enough container headers to nest that deep at all."""
+    only when the bytes hold enough container headers to nest that deep at all.
+
+    ``compact``: leave out the ids a reader knows (``id``, the record's field name, and
+    ``response.id`` when it is the same), behind a marker (:data:`codec.COMPACT`) that a
+    version before this one refuses rather than misreads."""
+    stored = session
+    if compact:
+        response = session.response
+        flags = ID_LEFT_OUT
+        if response.id == session.id:
+            flags |= RESPONSE_ID_LEFT_OUT
+            response = msgspec.structs.replace(response, id="")
+        stored = msgspec.structs.replace(session, id="", response=response)
     try:
-        blob = encode(session)
+        blob = encode(stored)
     except SessionError:
         check_nesting(session)  # name the field, if that is why it would not encode
         raise
     if len(blob) - len(blob.translate(None, _CONTAINER_HEADERS)) > validate.MAX_NESTING:
         check_nesting(session)
-    return blob
+    return bytes((COMPACT, flags)) + blob if compact else blob
 
 
 def foreign_root_thread(response_id: str) -> str:
@@ -181,9 +193,14 @@ class ChainStore:
         timeout: float | None,
         conversations: Any = None,
         response_expiry: bool = True,
+        compact_records: bool = False,
     ) -> None:
         self._ttl_ms = validate.ttl_ms(ttl_seconds)
         self.response_expiry = validate.flag(response_expiry, "response_expiry")
+        self.compact_records = validate.flag(compact_records, "compact_records")
+        """Records leave out the ids their reader knows (about 110 bytes of a gateway's
+        response). Every version from this one reads both forms; versions before it
+        cannot read compact records, so turn it on once no older worker reads the store."""
         """Each response expires on its own, once no live response descends from it (the
         books of :mod:`.books`); False: a thread expires whole, as before this version."""
         self.conversations = conversations
@@ -244,7 +261,7 @@ class ChainStore:
         data = await self.engine.fetch(thread, response_id, self._slide_ms)
         if data is None:
             return None
-        return decode_session(data, lambda: f"response {response_id!r} in {self.keys.thread(str(thread))!r}")
+        return decode_session(data, lambda: f"response {response_id!r} in {self.keys.thread(str(thread))!r}", response_id)
 
     @bounded
     async def resolve_chain(
@@ -285,18 +302,18 @@ class ChainStore:
             if data is None:
                 check_walk("missing", previous_response_id, previous_response_id, depth)
             key = self.keys.thread(thread)
-            root = decode_session(data, lambda: f"{key} (record 0 of the chain)")
+            root = decode_session(data, lambda: f"{key} (record 0 of the chain)", previous_response_id)
             if root.id == previous_response_id and root.previous_response_id is None:
                 return build_snapshot(previous_response_id, [root], include_incomplete=include_incomplete,
                                       replay_instructions=self.replay_instructions)
         for attempt in range(1, READ_ATTEMPTS + 1):
             # max_depth=0: one record is read only to tell "too long" from "missing".
-            status, detail, records = await self.engine.walk(
+            status, detail, records, ids = await self.engine.walk(
                 thread, previous_response_id, depth or 1, slide_ms if depth else 0)
             if depth == 0 and records:
                 status, detail = "depth", previous_response_id
             check_walk(status, detail, previous_response_id, depth)
-            sessions = decode_chain(records, self.keys.thread(thread))
+            sessions = decode_chain(records, self.keys.thread(thread), previous_response_id, ids)
             # A long chain is walked, then read: a record overwritten in between (another
             # parent) shows here, and the chain is read again rather than returned mixed.
             if linked(sessions, previous_response_id):
@@ -341,9 +358,21 @@ class ChainStore:
         request = SaveRequest(response_id, parent or "", expected is not None, expected or "", overwrite, blob,
                               self._ttl_ms, OVERWRITE_CYCLE_WALK_LIMIT, new_token(), self.response_expiry)
         status, detail = await self.engine.save(thread, request)
-        if status != "ok":
+        if status != "ok" and not (status == "exists" and await self._already_saved(thread, session)):
             await self._refused(status, detail, response_id, parent, thread)
         await self._after_save(response_id, parent, thread)
+
+    async def _already_saved(self, thread: str, session: StoredResponseSession) -> bool:
+        """Whether the record stored under the id is ``session``, in another encoding than
+        this store's (full or compact, or an older version's): then the save is done, as
+        for the same bytes. One more read, on a refusal only."""
+        data = await self.engine.fetch(thread, session.id, 0)
+        if data is None:
+            return False
+        try:
+            return decode_session(data, "", session.id) == session
+        except SessionError:
+            return False
 
     async def _save_turn(self, session: StoredResponseSession, response_id: str, expected: str | None, blob: bytes,
                          overwrite: bool) -> None:
@@ -375,7 +404,7 @@ class ChainStore:
         request = SaveRequest(response_id, "", expected is not None, expected or "", overwrite, blob,
                               self._ttl_ms, OVERWRITE_CYCLE_WALK_LIMIT, new_token(), self.response_expiry)
         status, detail = await self.engine.save_turn(thread, request, conversations, conversation_id, pairs)
-        if status == "ok":
+        if status == "ok" or (status == "exists" and await self._already_saved(thread, session)):
             return
         if old is None:
             await self.engine.unpoint(response_id)  # the locator this call set points at nothing
@@ -403,14 +432,14 @@ class ChainStore:
             want = "" if expected is None else validate_id(expected, "expected_previous_response_id")
             if (parent or "") != want:
                 raise _expected_mismatch(parent)
-        blob = encode_record(session)
+        blob = encode_record(session, self.compact_records)
         if len(blob) > self.max_record_bytes:
             raise SessionError(
                 ErrorCode.RECORD_TOO_LARGE,
                 f"response {response_id!r} encodes to {len(blob)} bytes; the limit is {self.max_record_bytes}",
             )
         try:  # msgspec does not type-check on construction: never store what would not read back
-            decode_session(blob, f"response {response_id!r}")
+            decode_session(blob, f"response {response_id!r}", response_id)
         except SessionError as exc:
             raise SessionError(ErrorCode.INPUT_INVALID, exc.message.replace("does not decode", "is not a valid record")) from None
         return response_id, parent, want, blob
@@ -562,6 +591,7 @@ class RedisResponseSessionStore(ChainStore):
         replica_ack_timeout: float = DEFAULT_ACK_TIMEOUT,
         conversations: Any = None,
         response_expiry: bool = True,
+        compact_records: bool = False,
     ) -> None:
         """``client``: a redis-py asyncio ``Redis`` or ``RedisCluster``, never closed here.
         ``timeout``: seconds one call may take in total, retries included (None: no budget).
@@ -580,6 +610,7 @@ class RedisResponseSessionStore(ChainStore):
             engine, keys, ttl_seconds=ttl_seconds, max_depth=max_depth,
             max_record_bytes=max_record_bytes, sliding_ttl=sliding_ttl, replay_instructions=replay_instructions,
             timeout=timeout, conversations=conversations, response_expiry=response_expiry,
+            compact_records=compact_records,
         )
         engine.limit_records(self.max_record_bytes)
 
@@ -636,6 +667,7 @@ class MemoryResponseSessionStore(ChainStore):
         clock: Clock = system_clock,
         conversations: Any = None,
         response_expiry: bool = True,
+        compact_records: bool = False,
     ) -> None:
         """``conversations``: a :class:`MemoryConversationStore` with the same prefix; a
         response saved with ``conversation_id`` then appends its turn to it atomically."""
@@ -647,6 +679,7 @@ class MemoryResponseSessionStore(ChainStore):
             MemoryChainEngine(clock), keys, ttl_seconds=ttl_seconds, max_depth=max_depth,
             max_record_bytes=max_record_bytes, sliding_ttl=sliding_ttl, replay_instructions=replay_instructions,
             timeout=None, conversations=conversations, response_expiry=response_expiry,
+            compact_records=compact_records,
         )
         for session in parents_first(_initial_sessions(sessions)):
             _finish_now(self.save(session))
