@@ -28,6 +28,7 @@ local mode = b.mode
 local found = redis.call('HEXISTS', key, 'd:' .. id)
 local parent = redis.call('HGET', key, 'p:' .. id)
 local linked = parent and 1 or 0
+local jumped = redis.call('HEXISTS', key, 'j:' .. id)
 local leaf_deadline = tonumber(redis.call('HGET', key, 'e:' .. id) or '')
 local has_ring = (ring ~= '' or token ~= '') and 1 or 0
 local stamped = redis.call('HEXISTS', key, 'w')  -- the last-write stamp (chain_save.lua): not a record
@@ -37,12 +38,12 @@ if mode == 'on' and b.has_c == 1 then
 else
   -- Every field but the ring and the stamp, less this record's: counts leftover
   -- book fields as records too, so it can only say "none left" when none is.
-  records_left = redis.call('HLEN', key) - found - linked - (ring ~= '' and 1 or 0) - stamped
+  records_left = redis.call('HLEN', key) - found - linked - jumped - (ring ~= '' and 1 or 0) - stamped
 end
 local pttl, linger = redis.call('PTTL', key), tonumber(ARGV[4])
 
 -- writes
-if found + linked > 0 then redis.call('HDEL', key, 'd:' .. id, 'p:' .. id) end
+if found + linked + jumped > 0 then redis.call('HDEL', key, 'd:' .. id, 'p:' .. id, 'j:' .. id) end
 if token ~= '' then
   local keep = (#token + 1) * (tonumber(ARGV[3]) - 1)
   if #ring > keep then ring = string.sub(ring, 1, keep) end

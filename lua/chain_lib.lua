@@ -21,6 +21,38 @@
 -- bytes (leaves past it are not indexed: they stay until the thread expires).
 local PRUNE, LEAVES_MAX = 8, 16384
 
+-- Jump lists: a record of at least JUMP_MIN_BYTES keeps, in j:<id>, the ids of its
+-- JUMPS nearest ancestors (parent first, space-separated), so the walk passes JUMPS
+-- records per call where it would make one call per record; for records that big the
+-- per-hop calls, not the records' bytes, were most of a resolve's Redis time. Small
+-- records keep none (memory: the list costs about 55 bytes per ancestor). A list is a
+-- hint the reader checks: every record read says its own parent, and a chain that does
+-- not link up is walked again by its pointers (redis_sessions/responses/store.py), so a
+-- list left stale by an overwrite that moved a record elsewhere costs time, never truth.
+local JUMP_MIN_BYTES, JUMPS = 8192, 8
+
+-- The jump list of a record of ``size`` bytes saved under ``parent`` (nil: none): the
+-- parent, then its own list's first JUMPS - 1, or its pointers followed that far.
+local function jump_list(key, parent, size)
+  if size < JUMP_MIN_BYTES or parent == '' then return nil end
+  local list = {parent}
+  local above = redis.call('HGET', key, 'j:' .. parent)
+  if above then
+    for a in string.gmatch(above, '%S+') do
+      if #list >= JUMPS then break end
+      list[#list + 1] = a
+    end
+  else
+    local cur = parent
+    while #list < JUMPS do
+      cur = redis.call('HGET', key, 'p:' .. cur)
+      if not cur or cur == '' then break end
+      list[#list + 1] = cur
+    end
+  end
+  return table.concat(list, ' ')
+end
+
 local function ms_now()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -100,7 +132,7 @@ local function prune(key, L, now)
     local e = tonumber(redis.call('HGET', key, 'e:' .. id) or '')
     if e and e < now then
       local parent = redis.call('HGET', key, 'p:' .. id)
-      redis.call('HDEL', key, 'd:' .. id, 'p:' .. id, 'e:' .. id)
+      redis.call('HDEL', key, 'd:' .. id, 'p:' .. id, 'e:' .. id, 'j:' .. id)
       gone = gone + 1
       if parent and parent ~= '' then L = child_removed(key, parent, e, L) end
     elseif e then
@@ -181,6 +213,12 @@ local function save_write(key, A, st)
   local now = ms_now()
   local deadline = ttl > 0 and now + ttl or nil
   local args = {'d:' .. id, blob, 'p:' .. id, parent, 'w', string.format('%.0f', now)}
+  local jumps = jump_list(key, parent, #blob)
+  if jumps then
+    args[#args + 1], args[#args + 2] = 'j:' .. id, jumps
+  elseif st.exists then
+    redis.call('HDEL', key, 'j:' .. id)  -- overwritten smaller, or as a root
+  end
   if token ~= '' then
     local keep_ring = (#token + 1) * (tonumber(A[10]) - 1)
     if #ring > keep_ring then ring = string.sub(ring, 1, keep_ring) end

@@ -9,6 +9,7 @@ import pytest
 from chains import make_store, plant, record
 from redis_sessions import ErrorCode, SessionError, StoredResponseSession
 from redis_sessions.codec import COMPACT, ID_LEFT_OUT, RESPONSE_ID_LEFT_OUT, decode_session
+from redis_sessions.responses.jumps import JUMP_MIN_BYTES, JUMPS
 from redis_sessions.responses.redis_engine import WALK_HOPS
 from redis_sessions.responses.store import encode_record
 
@@ -158,3 +159,40 @@ async def test_compact_records_are_what_the_server_stores(redis_backend):
     stored_b = await client.hget(full.keys.thread(b.split("_")[1]), f"d:{b}")
     assert stored_a == encode_record(record(a), compact=True) and stored_a[0] == COMPACT
     assert stored_b == encode_record(record(b)) and len(stored_b) - len(stored_a) == 2 * len(a)
+
+
+HUGE = "x" * JUMP_MIN_BYTES  # records this big keep a jump list
+
+
+async def test_jump_lists_name_the_nearest_ancestors_and_a_stale_one_never_gives_a_wrong_chain(backend):
+    """Big records keep their JUMPS nearest ancestors; the walk follows those lists, and
+    when an overwrite elsewhere leaves one stale the reader notices (each record names its
+    own parent) and walks by the pointers: the right chain, or the right error."""
+    store = make_store(backend, max_depth=100)
+    ids = await linear(store, 12, HUGE, prefix="jump")
+    await store.save(record("side", ids[0], "side", payload=HUGE))
+    if backend.client is not None:
+        thread = await store.engine.locate(ids[0], 0)
+        lists = await backend.client.hget(store.keys.thread(thread), f"j:{ids[11]}")
+        assert lists.decode().split() == list(reversed(ids[11 - JUMPS:11]))
+    chain = [s.id for s in (await store.resolve_chain(ids[11])).sessions]
+    assert chain == ids
+    # ids[5] moves under "side": ids[6..11]'s lists still name ids[4], ids[3]...
+    await store.save(record(ids[5], "side", "moved", payload=HUGE), overwrite=True)
+    assert [s.id for s in (await store.resolve_chain(ids[11])).sessions] == [ids[0], "side", *ids[5:]]
+    assert [s.id for s in (await store.resolve_chain(ids[4])).sessions] == ids[:5]
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(ids[11], max_depth=8)
+    assert err.value.code is ErrorCode.CHAIN_DEPTH_EXCEEDED
+    assert len((await store.resolve_chain(ids[11], max_depth=9)).sessions) == 9
+    # A record in the middle deleted: the chain is not found, never shorter.
+    await store.delete(ids[8])
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(ids[11])
+    assert err.value.code is ErrorCode.CHAIN_NOT_FOUND and repr(ids[8]) in err.value.message
+    # ...and saved again under another parent: its descendants' lists are stale again.
+    await store.save(record(ids[8], ids[4], "again", payload=HUGE))
+    assert [s.id for s in (await store.resolve_chain(ids[11])).sessions] == [*ids[:5], *ids[8:]]
+    # A record saved small again under the same id keeps no list; its children still resolve.
+    await store.save(record(ids[9], ids[8], "small now"), overwrite=True)
+    assert [s.id for s in (await store.resolve_chain(ids[11])).sessions] == [*ids[:5], *ids[8:]]

@@ -39,6 +39,7 @@ from redis_sessions.clock import FakeClock
 from redis_sessions.ids import thread_of
 from redis_sessions.responses import ChainStore
 from redis_sessions.responses import store as store_module
+from redis_sessions.responses.jumps import JUMP_MIN_BYTES
 
 PREFIX = "df"
 START = 1_700_000_000.0
@@ -87,6 +88,9 @@ def programs(draw: Any, steps_ms: list[int]) -> list[dict[str, Any]]:
             "status": draw(st.sampled_from(["completed", "completed", "incomplete"])),
             "expect": draw(st.sampled_from([UNSET] * 6 + [None, PARENT, PARENT, "any"])),
             "overwrite": draw(st.booleans()), "resend": draw(st.booleans()),
+            # Some records big enough to keep a jump list (lua/chain_lib.lua), so that
+            # overwrites which move records leave lists stale for the walks to meet.
+            "payload": draw(st.sampled_from([0, 0, JUMP_MIN_BYTES])),
         })
         if program[-1]["expect"] == "any":
             program[-1]["expect"] = some_id(IDS)
@@ -139,7 +143,7 @@ async def step(store: ChainStore, clock: FakeClock, op: dict[str, Any]) -> Any:
         if kind == "delete":
             return await outcome(store.delete(op["id"]))
         expect = op["parent"] if op["expect"] == PARENT else op["expect"]
-        rec = record(op["id"], op["parent"], op["text"], status=op["status"])
+        rec = record(op["id"], op["parent"], op["text"], status=op["status"], payload="x" * op.get("payload", 0))
         return await outcome(store.save(rec, expected_previous_response_id=expect, overwrite=op["overwrite"]))
     finally:
         store.engine = engine

@@ -14,6 +14,7 @@ from chains import all_keys, build_chain, make_store, record, save_in_process
 from redis_sessions import ErrorCode, RedisResponseSessionStore, SessionError, new_response_id
 from redis_sessions.ids import thread_of
 from redis_sessions.responses.redis_engine import INLINE_BYTES, WALK_HOPS
+from redis_sessions.responses.jumps import JUMP_MIN_BYTES
 from redis_sessions.responses.store import encode_record
 from servers import free_port
 
@@ -197,6 +198,44 @@ async def test_a_root_is_resolved_by_a_plain_hget_and_a_continuation_by_the_walk
             before = await script_calls(nodes)
             assert [s.id for s in (await store.resolve_chain(leaf)).sessions][-1] == leaf
             assert await script_calls(nodes) - before == scripts
+    finally:
+        for node in nodes:
+            await node.aclose()
+
+
+async def hash_reads(nodes: list[Redis]) -> int:
+    """Hash reads the servers ran, a script's own included (commandstats counts those)."""
+    total = 0
+    for node in nodes:
+        stats = await node.info("commandstats")
+        total += sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in ("hget", "hmget", "hstrlen"))
+    return total
+
+
+async def test_the_walk_of_big_records_follows_their_jump_lists(real_backend):
+    """12 records of 8 KB: the walk reads the leaf's list of its 8 nearest ancestors, then
+    the 8th's, then the root's pointer (with the first HSTRLEN and the records' two HMGET
+    slices, 8 records of up to 1 MiB each: 6 hash reads in all), where by the pointers
+    it makes one read per record (15)."""
+    store = make_store(real_backend)
+    parent, ids = None, []
+    for i in range(12):
+        rid = new_response_id(parent)
+        await store.save(record(rid, parent, f"turn {i}", payload="x" * JUMP_MIN_BYTES))
+        ids.append(rid)
+        parent = rid
+    ports = real_backend.server.ports if real_backend.name == "cluster" else [real_backend.server.port]
+    nodes = [Redis(port=port) for port in ports]
+    thread = thread_of(ids[0])
+    try:
+        await store.resolve_chain(ids[-1])  # scripts loaded, connections made
+        costs = []
+        for jumps in (True, False):
+            before = await hash_reads(nodes)
+            status, _, records, walked = await store.engine.walk(thread, ids[-1], 64, 0, jumps)
+            costs.append(await hash_reads(nodes) - before)
+            assert status == "ok" and list(walked or []) == ids[::-1] and len(records) == 12
+        assert costs == [6, 15]
     finally:
         for node in nodes:
             await node.aclose()

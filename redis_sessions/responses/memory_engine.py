@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..conversations.memory import HashStore
 
 from . import books
+from .jumps import jump_list
 from .protocol import DELETED, NOT_FOUND, OPS_FIELD, RING_TTL_MS, SAVED, SaveRequest, ring_find, ring_push
 
 
@@ -150,8 +151,13 @@ class MemoryChainEngine:
         else:
             self._extend(entry, ttl)
         fields = entry.fields
+        jumps = jump_list(fields, parent, len(request.blob))
+        if jumps is None and exists:
+            fields.pop(f"j:{rid}", None)
         fields[f"d:{rid}"] = request.blob
         fields[f"p:{rid}"] = parent
+        if jumps is not None:
+            fields[f"j:{rid}"] = jumps
         if token:
             fields[OPS_FIELD] = ring_push(str(fields.get(OPS_FIELD, "")), token, SAVED)
         fields[LAST_WRITE] = str(now)
@@ -221,8 +227,9 @@ class MemoryChainEngine:
         entry = self._live_thread(thread)
         return entry is not None and f"d:{response_id}" in entry.fields
 
-    async def walk(self, thread: str, start: str, limit: int,
-                   slide_ms: int) -> tuple[str, str, Sequence[object], Sequence[str] | None]:
+    async def walk(self, thread: str, start: str, limit: int, slide_ms: int,
+                   jumps: bool = True) -> tuple[str, str, Sequence[object], Sequence[str] | None]:
+        """One step, by the pointers: the jump lists only save Redis calls."""
         self.round_trips += 1
         entry = self._live_thread(thread)
         if entry is None:
@@ -292,6 +299,7 @@ class MemoryChainEngine:
         found = f"d:{response_id}" in fields
         parent = fields.get(f"p:{response_id}")
         linked = parent is not None
+        jumped = f"j:{response_id}" in fields
         leaf_deadline = books.number(fields.get(f"e:{response_id}"))
         has_ring = bool(ring or token)
         stamped = LAST_WRITE in fields
@@ -299,10 +307,10 @@ class MemoryChainEngine:
         if mode == "on" and records is not None:
             left = records - found
         else:
-            left = len(fields) - found - linked - (1 if ring else 0) - stamped
+            left = len(fields) - found - linked - jumped - (1 if ring else 0) - stamped
         pttl = self._pttl(entry)
-        fields.pop(f"d:{response_id}", None)
-        fields.pop(f"p:{response_id}", None)
+        for name in (f"d:{response_id}", f"p:{response_id}", f"j:{response_id}"):
+            fields.pop(name, None)
         if token:
             fields[OPS_FIELD] = ring_push(ring, token, DELETED if found else NOT_FOUND)
         if left == 0 and stamped:

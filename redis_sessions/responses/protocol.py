@@ -139,10 +139,11 @@ class ChainEngine(Protocol):
     async def has(self, thread: str, response_id: str) -> bool:
         """Whether the thread holds the record (no TTL change)."""
 
-    async def walk(self, thread: str, start: str, limit: int,
-                   slide_ms: int) -> tuple[str, str, Sequence[object], Sequence[str] | None]:
+    async def walk(self, thread: str, start: str, limit: int, slide_ms: int,
+                   jumps: bool = True) -> tuple[str, str, Sequence[object], Sequence[str] | None]:
         """The chain from ``start``, newest first: status, detail, the records, and their
-        ids when the records were read apart from the walk (None: read with it, in one step)."""
+        ids when the records were read apart from the walk (None: read with it, in one step).
+        ``jumps``: may follow big records' jump lists (False: the parent pointers only)."""
 
     async def delete(self, thread: str, response_id: str, token: str, ttl_ms: int = 0, keep_books: bool = False) -> bool:
         """Remove one record; a call whose ``token`` already ran answers as it did then.

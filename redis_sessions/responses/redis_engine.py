@@ -183,26 +183,32 @@ class RedisChainEngine:
         async with translate_errors(f"thread {key!r}"):
             return bool(await self.link.client.hexists(key, self.keys.data_field(response_id)))
 
-    async def walk(self, thread: str, start: str, limit: int,
-                   slide_ms: int) -> tuple[str, str, Sequence[object], Sequence[str] | None]:
+    async def walk(self, thread: str, start: str, limit: int, slide_ms: int,
+                   jumps: bool = True) -> tuple[str, str, Sequence[object], Sequence[str] | None]:
         """The chain from ``start``: pointers walked by lua/chain_walk.lua, at most
         WALK_HOPS per call; records returned by the walk itself when the whole chain
         is at most INLINE_BYTES (one round trip), else read with HMGET in slices of
-        at most READ_SLICE_BYTES each, all pipelined in one more round trip."""
+        at most READ_SLICE_BYTES each, all pipelined in one more round trip.
+
+        ``jumps``: follow big records' jump lists (lua/chain_lib.lua). A walk that
+        followed one and did not end well (missing, cycle, too deep) is walked again by
+        its pointers only, so that a stale list never makes an error of a good chain."""
         key = self.keys.thread(thread)
         entries: list[str] = []
         seen: set[str] = set()
-        cur, left = start, limit
+        cur, left, jumped = start, limit, False
+        flag = b"1" if jumps else b"0"
         while True:
             hops = min(left, WALK_HOPS)
             first = not entries
             self.round_trips += 1
             async with translate_errors(f"thread {key!r}"):
                 result = await self._walk(self.link.client, [key], [
-                    cur, _number(hops), _number(slide_ms) if first else b"0", _INLINE if first else b"-1"])
+                    cur, _number(hops), _number(slide_ms) if first else b"0", _INLINE if first else b"-1", flag])
             status, detail = as_text(result[0]), as_text(result[1])
             if result[2] == b"r":
                 return (*_inline(status, detail, result[3:]), None)
+            jumped = jumped or result[2] == b"j"
             walked = [as_text(rid) for rid in result[3:]]
             entries.extend(walked)
             left -= len(walked)
@@ -213,11 +219,15 @@ class RedisChainEngine:
                 status = "cycle"
                 break
             cur = detail
+        if status != "ok" and jumped:
+            return await self.walk(thread, start, limit, slide_ms, jumps=False)
         if status not in ("ok", "depth"):
             return status, detail, [], None  # the store raises for these: reading the records would be wasted
         records = await self._read(key, entries)
         for i, record in enumerate(records):
             if record is None:  # deleted since the walk saw it: the chain ends there, as missing
+                if jumped:  # or never there: a stale jump list named it
+                    return await self.walk(thread, start, limit, slide_ms, jumps=False)
                 return "missing", entries[i], records[:i], entries[:i]
         return status, detail, records, entries
 

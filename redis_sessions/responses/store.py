@@ -308,8 +308,11 @@ class ChainStore:
                                       replay_instructions=self.replay_instructions)
         for attempt in range(1, READ_ATTEMPTS + 1):
             # max_depth=0: one record is read only to tell "too long" from "missing".
+            # After a chain that did not link up, by the pointers only: a jump list left
+            # stale by an overwrite elsewhere in the thread costs one more walk, never a
+            # wrong chain.
             status, detail, records, ids = await self.engine.walk(
-                thread, previous_response_id, depth or 1, slide_ms if depth else 0)
+                thread, previous_response_id, depth or 1, slide_ms if depth else 0, attempt == 1)
             if depth == 0 and records:
                 status, detail = "depth", previous_response_id
             check_walk(status, detail, previous_response_id, depth)

@@ -1,0 +1,40 @@
+"""Jump lists, as lua/chain_lib.lua keeps them in a thread hash, mirrored for the memory
+engine (``tests/test_chains_differential.py`` compares every field after every step).
+
+A record of at least JUMP_MIN_BYTES keeps, in ``j:<id>``, the ids of its JUMPS nearest
+ancestors, parent first, space-separated: the Redis walk then passes JUMPS records per
+call where it would make one call per record (for records that big, the per-hop calls
+were most of a resolve's Redis time). A list is only a hint: each record read names its
+own parent, and a chain that does not link up is walked again by the pointers.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+JUMP_MIN_BYTES = 8192
+"""Records this big or bigger keep a jump list (about 55 bytes per listed ancestor: under
+6% of such a record)."""
+JUMPS = 8
+"""Ancestors one list names."""
+
+
+def jump_list(fields: Mapping[str, "bytes | str"], parent: str, size: int) -> str | None:
+    """The jump list of a record of ``size`` bytes saved under ``parent`` (None: none):
+    the parent, then the first JUMPS - 1 of its own list, or its pointers followed that far."""
+    if size < JUMP_MIN_BYTES or not parent:
+        return None
+    names = [parent]
+    above = fields.get(f"j:{parent}")
+    if above is not None:
+        text = above.decode() if isinstance(above, bytes) else above
+        names.extend(text.split()[:JUMPS - 1])
+    else:
+        cur: str = parent
+        while len(names) < JUMPS:
+            up = fields.get(f"p:{cur}")
+            if not up:
+                break
+            cur = up.decode() if isinstance(up, bytes) else up
+            names.append(cur)
+    return " ".join(names)
