@@ -24,12 +24,14 @@ local PRUNE, LEAVES_MAX = 8, 16384
 -- Jump lists: a record of at least JUMP_MIN_BYTES keeps, in j:<id>, the ids of its
 -- JUMPS nearest ancestors (parent first, space-separated), so the walk passes JUMPS
 -- records per call where it would make one call per record; for records that big the
--- per-hop calls, not the records' bytes, were most of a resolve's Redis time. Small
--- records keep none (memory: the list costs about 55 bytes per ancestor). A list is a
+-- per-hop calls, not the records' bytes, were most of a resolve's Redis time. A list
+-- shorter than JUMPS ends at a root (it was cut short there), so the walk stops at its
+-- last name without reading it. Small records keep none (memory: the list costs about
+-- 55 bytes per ancestor, at most 11% of a record that keeps one). A list is a
 -- hint the reader checks: every record read says its own parent, and a chain that does
 -- not link up is walked again by its pointers (redis_sessions/responses/store.py), so a
 -- list left stale by an overwrite that moved a record elsewhere costs time, never truth.
-local JUMP_MIN_BYTES, JUMPS = 8192, 8
+local JUMP_MIN_BYTES, JUMPS = 8192, 16
 
 -- The jump list of a record of ``size`` bytes saved under ``parent`` (nil: none): the
 -- parent, then its own list's first JUMPS - 1, or its pointers followed that far.

@@ -61,27 +61,32 @@ while cur ~= '' do
       parent = redis.call('HGET', key, 'p:' .. cur)
     end
     if not parent then out[1] = 'missing'; out[2] = cur; break end
-    if list and parent ~= '' then
-      -- The ancestors it lists, parent first: all but the last are taken as they are
-      -- (their records are read, and checked, by the caller); the walk goes on from the last.
-      local names = {}
-      for a in string.gmatch(list, '%S+') do names[#names + 1] = a end
-      if names[1] == parent then
-        jumped = true
-        out[3] = 'j'
-        n = n + 1
-        ids[n] = cur
-        for i = 1, #names - 1 do
-          local a = names[i]
+    if list and parent ~= '' and string.sub(list, 1, #parent + 1) == parent .. ' ' or list == parent then
+      -- The ancestors it lists, parent first, taken as they are (their records are read,
+      -- and checked, by the caller). A list shorter than JUMPS ends at a root: the walk
+      -- ends there; a full one goes on from its last name.
+      jumped = true
+      out[3] = 'j'
+      n = n + 1
+      ids[n] = cur
+      local pos, names, last = 1, 0, nil
+      while pos <= #list do
+        local sp = string.find(list, ' ', pos, true)
+        local a = string.sub(list, pos, (sp or #list + 1) - 1)
+        pos = sp and sp + 1 or #list + 1
+        names = names + 1
+        if pos <= #list or names < JUMPS then
           if seen[a] then out[1] = 'cycle'; out[2] = a; break end
           if n >= limit then out[1] = 'depth'; out[2] = a; break end
           seen[a] = true
           n = n + 1
           ids[n] = a
+        else
+          last = a
         end
-        if out[1] ~= 'ok' then break end
-        parent = names[#names]
       end
+      if out[1] ~= 'ok' then break end
+      parent = last or ''
     end
   end
   if not jumped then

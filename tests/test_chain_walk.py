@@ -164,35 +164,43 @@ async def test_compact_records_are_what_the_server_stores(redis_backend):
 HUGE = "x" * JUMP_MIN_BYTES  # records this big keep a jump list
 
 
-async def test_jump_lists_name_the_nearest_ancestors_and_a_stale_one_never_gives_a_wrong_chain(backend):
-    """Big records keep their JUMPS nearest ancestors; the walk follows those lists, and
-    when an overwrite elsewhere leaves one stale the reader notices (each record names its
-    own parent) and walks by the pointers: the right chain, or the right error."""
+@pytest.mark.parametrize("n", [12, 40])
+async def test_jump_lists_name_the_nearest_ancestors_and_a_stale_one_never_gives_a_wrong_chain(backend, n):
+    """Big records keep their JUMPS nearest ancestors; the walk follows those lists (40
+    records: two full lists, then one that ends at the root), and when an overwrite
+    elsewhere leaves one stale the reader notices (each record names its own parent) and
+    walks by the pointers: the right chain, or the right error."""
     store = make_store(backend, max_depth=100)
-    ids = await linear(store, 12, HUGE, prefix="jump")
+    ids = await linear(store, n, HUGE, prefix="jump")
+    last = n - 1
     await store.save(record("side", ids[0], "side", payload=HUGE))
     if backend.client is not None:
         thread = await store.engine.locate(ids[0], 0)
-        lists = await backend.client.hget(store.keys.thread(thread), f"j:{ids[11]}")
-        assert lists.decode().split() == list(reversed(ids[11 - JUMPS:11]))
-    chain = [s.id for s in (await store.resolve_chain(ids[11])).sessions]
-    assert chain == ids
-    # ids[5] moves under "side": ids[6..11]'s lists still name ids[4], ids[3]...
+        lists = await backend.client.hget(store.keys.thread(thread), f"j:{ids[last]}")
+        assert lists.decode().split() == list(reversed(ids[max(0, last - JUMPS):last]))
+    for end in sorted({n, n - 1, min(n, 17), min(n, 16), min(n, 15), 2}):
+        assert [s.id for s in (await store.resolve_chain(ids[end - 1])).sessions] == ids[:end]
+    for depth in sorted({n - 1, min(n - 1, 16), 1}):
+        with pytest.raises(SessionError) as err:
+            await store.resolve_chain(ids[last], max_depth=depth)
+        assert err.value.code is ErrorCode.CHAIN_DEPTH_EXCEEDED
+    # ids[5] moves under "side": the lists after it still name ids[4], ids[3]...
     await store.save(record(ids[5], "side", "moved", payload=HUGE), overwrite=True)
-    assert [s.id for s in (await store.resolve_chain(ids[11])).sessions] == [ids[0], "side", *ids[5:]]
+    moved = [ids[0], "side", *ids[5:]]
+    assert [s.id for s in (await store.resolve_chain(ids[last])).sessions] == moved
     assert [s.id for s in (await store.resolve_chain(ids[4])).sessions] == ids[:5]
     with pytest.raises(SessionError) as err:
-        await store.resolve_chain(ids[11], max_depth=8)
+        await store.resolve_chain(ids[last], max_depth=len(moved) - 1)
     assert err.value.code is ErrorCode.CHAIN_DEPTH_EXCEEDED
-    assert len((await store.resolve_chain(ids[11], max_depth=9)).sessions) == 9
+    assert len((await store.resolve_chain(ids[last], max_depth=len(moved))).sessions) == len(moved)
     # A record in the middle deleted: the chain is not found, never shorter.
     await store.delete(ids[8])
     with pytest.raises(SessionError) as err:
-        await store.resolve_chain(ids[11])
+        await store.resolve_chain(ids[last])
     assert err.value.code is ErrorCode.CHAIN_NOT_FOUND and repr(ids[8]) in err.value.message
     # ...and saved again under another parent: its descendants' lists are stale again.
     await store.save(record(ids[8], ids[4], "again", payload=HUGE))
-    assert [s.id for s in (await store.resolve_chain(ids[11])).sessions] == [*ids[:5], *ids[8:]]
+    assert [s.id for s in (await store.resolve_chain(ids[last])).sessions] == [*ids[:5], *ids[8:]]
     # A record saved small again under the same id keeps no list; its children still resolve.
     await store.save(record(ids[9], ids[8], "small now"), overwrite=True)
-    assert [s.id for s in (await store.resolve_chain(ids[11])).sessions] == [*ids[:5], *ids[8:]]
+    assert [s.id for s in (await store.resolve_chain(ids[last])).sessions] == [*ids[:5], *ids[8:]]

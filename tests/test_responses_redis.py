@@ -212,14 +212,15 @@ async def hash_reads(nodes: list[Redis]) -> int:
     return total
 
 
-async def test_the_walk_of_big_records_follows_their_jump_lists(real_backend):
-    """12 records of 8 KB: the walk reads the leaf's list of its 8 nearest ancestors, then
-    the 8th's, then the root's pointer (with the first HSTRLEN and the records' two HMGET
-    slices, 8 records of up to 1 MiB each: 6 hash reads in all), where by the pointers
-    it makes one read per record (15)."""
+@pytest.mark.parametrize("n, costs", [(12, [4, 15]), (40, [9, 46])])
+async def test_the_walk_of_big_records_follows_their_jump_lists(real_backend, n, costs):
+    """Records of 8 KB. 12: the walk reads the leaf's list of its 11 ancestors, which ends
+    at the root (shorter than JUMPS); with the first HSTRLEN and the records' two HMGET
+    slices (8 records of up to 1 MiB each), 4 hash reads, where by the pointers it makes
+    one per record (15). 40: two full lists and one that ends at the root, and 5 slices."""
     store = make_store(real_backend)
     parent, ids = None, []
-    for i in range(12):
+    for i in range(n):
         rid = new_response_id(parent)
         await store.save(record(rid, parent, f"turn {i}", payload="x" * JUMP_MIN_BYTES))
         ids.append(rid)
@@ -229,13 +230,13 @@ async def test_the_walk_of_big_records_follows_their_jump_lists(real_backend):
     thread = thread_of(ids[0])
     try:
         await store.resolve_chain(ids[-1])  # scripts loaded, connections made
-        costs = []
+        measured = []
         for jumps in (True, False):
             before = await hash_reads(nodes)
             status, _, records, walked = await store.engine.walk(thread, ids[-1], 64, 0, jumps)
-            costs.append(await hash_reads(nodes) - before)
-            assert status == "ok" and list(walked or []) == ids[::-1] and len(records) == 12
-        assert costs == [6, 15]
+            measured.append(await hash_reads(nodes) - before)
+            assert status == "ok" and list(walked or []) == ids[::-1] and len(records) == n
+        assert measured == costs
     finally:
         for node in nodes:
             await node.aclose()
