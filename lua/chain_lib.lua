@@ -21,38 +21,41 @@
 -- bytes (leaves past it are not indexed: they stay until the thread expires).
 local PRUNE, LEAVES_MAX = 8, 16384
 
--- Jump lists: a record of at least JUMP_MIN_BYTES keeps, in j:<id>, the ids of its
--- JUMPS nearest ancestors (parent first, space-separated), so the walk passes JUMPS
--- records per call where it would make one call per record; for records that big the
--- per-hop calls, not the records' bytes, were most of a resolve's Redis time. A list
--- shorter than JUMPS ends at a root (it was cut short there), so the walk stops at its
--- last name without reading it. Small records keep none (memory: the list costs about
--- 55 bytes per ancestor, at most 11% of a record that keeps one). A list is a
--- hint the reader checks: every record read says its own parent, and a chain that does
--- not link up is walked again by its pointers (redis_sessions/responses/store.py), so a
--- list left stale by an overwrite that moved a record elsewhere costs time, never truth.
+-- Jump lists: a record of at least JUMP_MIN_BYTES keeps, in j:<id>, its JUMPS nearest
+-- ancestors: "<how many>|<the last of them>|<their ids, parent first, space-separated>".
+-- The walk passes a whole list per call where it would make one call per record (for
+-- records that big the per-hop calls, not the records' bytes, were most of a resolve's
+-- Redis time), and returns it as it is stored, for the caller to split: a script spends
+-- more on making strings than on the calls it saves. A list shorter than JUMPS ends at a
+-- root (it was cut short there), so the walk stops there; a full one goes on from its
+-- last name. Small records keep none (about 55 bytes per ancestor: at most 11% of a
+-- record that keeps one). A list is a hint the reader checks: every record read names
+-- its own parent, and a chain that does not link up is walked again by its pointers
+-- (redis_sessions/responses/store.py), so a list left stale by an overwrite that moved
+-- an ancestor costs time, never truth.
 local JUMP_MIN_BYTES, JUMPS = 8192, 16
 
 -- The jump list of a record of ``size`` bytes saved under ``parent`` (nil: none): the
--- parent, then its own list's first JUMPS - 1, or its pointers followed that far.
+-- parent, then the first JUMPS - 1 of its own list, or its pointers followed that far.
 local function jump_list(key, parent, size)
   if size < JUMP_MIN_BYTES or parent == '' then return nil end
-  local list = {parent}
+  local names = {parent}
   local above = redis.call('HGET', key, 'j:' .. parent)
-  if above then
-    for a in string.gmatch(above, '%S+') do
-      if #list >= JUMPS then break end
-      list[#list + 1] = a
+  local bar = above and string.find(above, '|', (string.find(above, '|', 1, true) or 0) + 1, true)
+  if bar then
+    for a in string.gmatch(string.sub(above, bar + 1), '%S+') do
+      if #names >= JUMPS then break end
+      names[#names + 1] = a
     end
   else
     local cur = parent
-    while #list < JUMPS do
+    while #names < JUMPS do
       cur = redis.call('HGET', key, 'p:' .. cur)
       if not cur or cur == '' then break end
-      list[#list + 1] = cur
+      names[#names + 1] = cur
     end
   end
-  return table.concat(list, ' ')
+  return #names .. '|' .. names[#names] .. '|' .. table.concat(names, ' ')
 end
 
 local function ms_now()

@@ -32,15 +32,21 @@ local first = redis.pcall('HSTRLEN', key, 'd:' .. ARGV[1])
 if type(first) == 'table' and first.err then return {'wrongtype', redis.call('TYPE', key)['ok'], 'i'} end
 
 local out = {'ok', '', 'i'}
-local ids, records = {}, {}
+local ids, records, k = {}, {}, 0
 local cur, n, limit, seen = ARGV[1], 0, tonumber(ARGV[2]), {}
 local budget, bytes = tonumber(ARGV[4]), 0
 local jumps = ARGV[5] == '1'
+-- n counts records, k the reply's entries: an id each, or a jump list as it is stored
+-- (its ids, whose records the caller reads and checks). counted: cur came in the list
+-- just returned (its last name), so it is in the reply already.
+local counted = false
 while cur ~= '' do
-  if seen[cur] then out[1] = 'cycle'; out[2] = cur; break end
-  if n >= limit then out[1] = 'depth'; out[2] = cur; break end
-  seen[cur] = true
-  local parent, rec, size, jumped
+  if not counted then
+    if seen[cur] then out[1] = 'cycle'; out[2] = cur; break end
+    if n >= limit then out[1] = 'depth'; out[2] = cur; break end
+    seen[cur] = true
+  end
+  local parent, rec, size, list
   if n == 0 then size = first elseif bytes <= budget then size = redis.call('HSTRLEN', key, 'd:' .. cur) end
   if bytes <= budget and bytes + size <= budget then
     -- The chain may still come back inline: the record and its pointer, one call.
@@ -53,7 +59,6 @@ while cur ~= '' do
     -- Past the budget, the pointer only. A record's two fields are written and
     -- deleted together, so the pointer (a root's is '') tells that it exists.
     bytes = budget + 1
-    local list
     if jumps then
       local got = redis.call('HMGET', key, 'p:' .. cur, 'j:' .. cur)
       parent, list = got[1], got[2]
@@ -61,46 +66,36 @@ while cur ~= '' do
       parent = redis.call('HGET', key, 'p:' .. cur)
     end
     if not parent then out[1] = 'missing'; out[2] = cur; break end
-    if list and parent ~= '' and string.sub(list, 1, #parent + 1) == parent .. ' ' or list == parent then
-      -- The ancestors it lists, parent first, taken as they are (their records are read,
-      -- and checked, by the caller). A list shorter than JUMPS ends at a root: the walk
-      -- ends there; a full one goes on from its last name.
-      jumped = true
-      out[3] = 'j'
-      n = n + 1
-      ids[n] = cur
-      local pos, names, last = 1, 0, nil
-      while pos <= #list do
-        local sp = string.find(list, ' ', pos, true)
-        local a = string.sub(list, pos, (sp or #list + 1) - 1)
-        pos = sp and sp + 1 or #list + 1
-        names = names + 1
-        if pos <= #list or names < JUMPS then
-          if seen[a] then out[1] = 'cycle'; out[2] = a; break end
-          if n >= limit then out[1] = 'depth'; out[2] = a; break end
-          seen[a] = true
-          n = n + 1
-          ids[n] = a
-        else
-          last = a
-        end
-      end
-      if out[1] ~= 'ok' then break end
-      parent = last or ''
-    end
   end
-  if not jumped then
+  if not counted then
     n = n + 1
-    ids[n] = cur
+    k = k + 1
+    ids[k] = cur
   end
-  cur = parent
+  counted = false
+  local bar1 = list and parent ~= '' and string.find(list, '|', 1, true)
+  local bar2 = bar1 and string.find(list, '|', bar1 + 1, true)
+  local count = bar2 and tonumber(string.sub(list, 1, bar1 - 1))
+  -- Taken only when it is this parent's list (its first name) and fits under the limit.
+  if count and n + count <= limit and string.sub(list, bar2 + 1, bar2 + #parent) == parent
+      and (string.byte(list, bar2 + #parent + 1) or 32) == 32 then
+    k = k + 1
+    ids[k] = list
+    n = n + count
+    out[3] = 'j'
+    if count < JUMPS then break end  -- it ends at a root
+    cur = string.sub(list, bar1 + 1, bar2 - 1)
+    counted = true
+  else
+    cur = parent
+  end
 end
 
 if n > 0 and bytes <= budget then
   out[3] = 'r'
   for i = 1, n do out[i + 3] = records[i] end
 else
-  for i = 1, n do out[i + 3] = ids[i] end
+  for i = 1, k do out[i + 3] = ids[i] end
 end
 
 local ttl = tonumber(ARGV[3])

@@ -177,7 +177,8 @@ async def test_jump_lists_name_the_nearest_ancestors_and_a_stale_one_never_gives
     if backend.client is not None:
         thread = await store.engine.locate(ids[0], 0)
         lists = await backend.client.hget(store.keys.thread(thread), f"j:{ids[last]}")
-        assert lists.decode().split() == list(reversed(ids[max(0, last - JUMPS):last]))
+        listed = list(reversed(ids[max(0, last - JUMPS):last]))
+        assert lists.decode() == f"{len(listed)}|{listed[-1]}|{' '.join(listed)}"
     for end in sorted({n, n - 1, min(n, 17), min(n, 16), min(n, 15), 2}):
         assert [s.id for s in (await store.resolve_chain(ids[end - 1])).sessions] == ids[:end]
     for depth in sorted({n - 1, min(n - 1, 16), 1}):

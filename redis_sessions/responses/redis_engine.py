@@ -67,6 +67,19 @@ def _inline(status: str, detail: str, records: Sequence[object]) -> tuple[str, s
     return status, detail, records
 
 
+def _walked(reply: Sequence[object]) -> list[str]:
+    """The ids a walk call returned, oldest last: each entry an id, or a jump list as it
+    is stored, ``<how many>|<last>|<ids, space-separated>``."""
+    walked: list[str] = []
+    for entry in reply:
+        text = as_text(entry)
+        if "|" in text:
+            walked.extend(text.split("|", 2)[2].split(" "))
+        else:
+            walked.append(text)
+    return walked
+
+
 def _wrong_type(key: str, kind: str) -> SessionError:
     return SessionError(ErrorCode.RECORD_CORRUPT, f"thread {key!r} holds a Redis {kind}")
 
@@ -209,7 +222,7 @@ class RedisChainEngine:
             if result[2] == b"r":
                 return (*_inline(status, detail, result[3:]), None)
             jumped = jumped or result[2] == b"j"
-            walked = [as_text(rid) for rid in result[3:]]
+            walked = _walked(result[3:])
             entries.extend(walked)
             left -= len(walked)
             if status != "depth" or left <= 0 or not walked:
@@ -219,7 +232,8 @@ class RedisChainEngine:
                 status = "cycle"
                 break
             cur = detail
-        if status != "ok" and jumped:
+        if jumped and (status != "ok" or len(set(entries)) != len(entries)):
+            # An error met after a jump, or an id twice (a loop through a list): by the pointers.
             return await self.walk(thread, start, limit, slide_ms, jumps=False)
         if status not in ("ok", "depth"):
             return status, detail, [], None  # the store raises for these: reading the records would be wasted
