@@ -21,41 +21,47 @@
 -- bytes (leaves past it are not indexed: they stay until the thread expires).
 local PRUNE, LEAVES_MAX = 8, 16384
 
--- Jump lists: a record of at least JUMP_MIN_BYTES keeps, in j:<id>, its JUMPS nearest
--- ancestors: "<how many>|<the last of them>|<their ids, parent first, space-separated>".
+-- Jump lists: a record of at least JUMP_MIN_BYTES keeps, in j:<id>, its nearest
+-- ancestors, one per JUMP_BYTES of its own size, JUMPS at most:
+-- "<how many>|<where the walk goes on, '' at a root>|<their ids, parent first>".
 -- The walk passes a whole list per call where it would make one call per record (for
 -- records that big the per-hop calls, not the records' bytes, were most of a resolve's
 -- Redis time), and returns it as it is stored, for the caller to split: a script spends
--- more on making strings than on the calls it saves. A list shorter than JUMPS ends at a
--- root (it was cut short there), so the walk stops there; a full one goes on from its
--- last name. Small records keep none (about 55 bytes per ancestor: at most 11% of a
--- record that keeps one). A list is a hint the reader checks: every record read names
--- its own parent, and a chain that does not link up is walked again by its pointers
--- (redis_sessions/responses/store.py), so a list left stale by an overwrite that moved
--- an ancestor costs time, never truth.
-local JUMP_MIN_BYTES, JUMPS = 8192, 16
+-- more on making strings than on the calls it saves. Small records keep none (about 55
+-- bytes per ancestor: at most 11% of a record). A list is a hint the reader checks:
+-- every record read names its own parent, and a chain that does not link up is walked
+-- again by its pointers (redis_sessions/responses/store.py), so a list left stale by an
+-- overwrite that moved an ancestor costs time, never truth.
+local JUMP_MIN_BYTES, JUMP_BYTES, JUMPS = 1024, 512, 16
 
 -- The jump list of a record of ``size`` bytes saved under ``parent`` (nil: none): the
--- parent, then the first JUMPS - 1 of its own list, or its pointers followed that far.
+-- parent, then the first names of its own list, or its pointers followed that far.
 local function jump_list(key, parent, size)
   if size < JUMP_MIN_BYTES or parent == '' then return nil end
-  local names = {parent}
+  local want = math.min(JUMPS, math.floor(size / JUMP_BYTES))
+  local names, ends = {parent}, false
   local above = redis.call('HGET', key, 'j:' .. parent)
-  local bar = above and string.find(above, '|', (string.find(above, '|', 1, true) or 0) + 1, true)
-  if bar then
-    for a in string.gmatch(string.sub(above, bar + 1), '%S+') do
-      if #names >= JUMPS then break end
+  local bar1 = above and string.find(above, '|', 1, true)
+  local bar2 = bar1 and string.find(above, '|', bar1 + 1, true)
+  if bar2 then
+    for a in string.gmatch(string.sub(above, bar2 + 1), '%S+') do
+      if #names >= want then break end
       names[#names + 1] = a
     end
+    -- its list ends at a root, and all of it fits in this one
+    ends = bar2 == bar1 + 1 and #names - 1 == tonumber(string.sub(above, 1, bar1 - 1))
   else
     local cur = parent
-    while #names < JUMPS do
+    while #names < want do
       cur = redis.call('HGET', key, 'p:' .. cur)
-      if not cur or cur == '' then break end
+      if not cur or cur == '' then ends = true; break end
       names[#names + 1] = cur
     end
+    if #names == want and not ends then
+      ends = (redis.call('HGET', key, 'p:' .. names[#names]) or '') == ''
+    end
   end
-  return #names .. '|' .. names[#names] .. '|' .. table.concat(names, ' ')
+  return #names .. '|' .. (ends and '' or names[#names]) .. '|' .. table.concat(names, ' ')
 end
 
 local function ms_now()

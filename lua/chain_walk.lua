@@ -83,7 +83,7 @@ while cur ~= '' do
     ids[k] = list
     n = n + count
     out[3] = 'j'
-    if count < JUMPS then break end  -- it ends at a root
+    if bar2 == bar1 + 1 then break end  -- it ends at a root
     cur = string.sub(list, bar1 + 1, bar2 - 1)
     counted = true
   else

@@ -9,7 +9,7 @@ import pytest
 from chains import make_store, plant, record
 from redis_sessions import ErrorCode, SessionError, StoredResponseSession
 from redis_sessions.codec import COMPACT, ID_LEFT_OUT, RESPONSE_ID_LEFT_OUT, decode_session
-from redis_sessions.responses.jumps import JUMP_MIN_BYTES, JUMPS
+from redis_sessions.responses.jumps import JUMP_BYTES, JUMPS
 from redis_sessions.responses.redis_engine import WALK_HOPS
 from redis_sessions.responses.store import encode_record
 
@@ -161,24 +161,28 @@ async def test_compact_records_are_what_the_server_stores(redis_backend):
     assert stored_b == encode_record(record(b)) and len(stored_b) - len(stored_a) == 2 * len(a)
 
 
-HUGE = "x" * JUMP_MIN_BYTES  # records this big keep a jump list
+HUGE = "x" * (JUMPS * JUMP_BYTES)  # records this big keep the longest jump list
 
 
-@pytest.mark.parametrize("n", [12, 40])
-async def test_jump_lists_name_the_nearest_ancestors_and_a_stale_one_never_gives_a_wrong_chain(backend, n):
+@pytest.mark.parametrize("n, payload", [(12, HUGE), (40, HUGE), (40, "x" * 2000)], ids=["12x8KB", "40x8KB", "40x2KB"])
+async def test_jump_lists_name_the_nearest_ancestors_and_a_stale_one_never_gives_a_wrong_chain(backend, n, payload):
     """Big records keep their JUMPS nearest ancestors; the walk follows those lists (40
     records: two full lists, then one that ends at the root), and when an overwrite
     elsewhere leaves one stale the reader notices (each record names its own parent) and
     walks by the pointers: the right chain, or the right error."""
     store = make_store(backend, max_depth=100)
-    ids = await linear(store, n, HUGE, prefix="jump")
+    ids = await linear(store, n, payload, prefix="jump")
     last = n - 1
     await store.save(record("side", ids[0], "side", payload=HUGE))
     if backend.client is not None:
         thread = await store.engine.locate(ids[0], 0)
         lists = await backend.client.hget(store.keys.thread(thread), f"j:{ids[last]}")
-        listed = list(reversed(ids[max(0, last - JUMPS):last]))
-        assert lists.decode() == f"{len(listed)}|{listed[-1]}|{' '.join(listed)}"
+        size = len(encode_record(record(ids[last], ids[last - 1], f"turn {last}", payload=payload)))
+        want = min(JUMPS, size // JUMP_BYTES)  # one ancestor per 512 bytes of the record
+        assert want == (JUMPS if payload == HUGE else 4)
+        listed = list(reversed(ids[max(0, last - want):last]))
+        goes_on = "" if listed[-1] == ids[0] else listed[-1]
+        assert lists.decode() == f"{len(listed)}|{goes_on}|{' '.join(listed)}"
     for end in sorted({n, n - 1, min(n, 17), min(n, 16), min(n, 15), 2}):
         assert [s.id for s in (await store.resolve_chain(ids[end - 1])).sessions] == ids[:end]
     for depth in sorted({n - 1, min(n - 1, 16), 1}):
@@ -186,7 +190,7 @@ async def test_jump_lists_name_the_nearest_ancestors_and_a_stale_one_never_gives
             await store.resolve_chain(ids[last], max_depth=depth)
         assert err.value.code is ErrorCode.CHAIN_DEPTH_EXCEEDED
     # ids[5] moves under "side": the lists after it still name ids[4], ids[3]...
-    await store.save(record(ids[5], "side", "moved", payload=HUGE), overwrite=True)
+    await store.save(record(ids[5], "side", "moved", payload=payload), overwrite=True)
     moved = [ids[0], "side", *ids[5:]]
     assert [s.id for s in (await store.resolve_chain(ids[last])).sessions] == moved
     assert [s.id for s in (await store.resolve_chain(ids[4])).sessions] == ids[:5]
@@ -200,7 +204,7 @@ async def test_jump_lists_name_the_nearest_ancestors_and_a_stale_one_never_gives
         await store.resolve_chain(ids[last])
     assert err.value.code is ErrorCode.CHAIN_NOT_FOUND and repr(ids[8]) in err.value.message
     # ...and saved again under another parent: its descendants' lists are stale again.
-    await store.save(record(ids[8], ids[4], "again", payload=HUGE))
+    await store.save(record(ids[8], ids[4], "again", payload=payload))
     assert [s.id for s in (await store.resolve_chain(ids[last])).sessions] == [*ids[:5], *ids[8:]]
     # A record saved small again under the same id keeps no list; its children still resolve.
     await store.save(record(ids[9], ids[8], "small now"), overwrite=True)

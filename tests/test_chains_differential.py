@@ -39,7 +39,7 @@ from redis_sessions.clock import FakeClock
 from redis_sessions.ids import thread_of
 from redis_sessions.responses import ChainStore
 from redis_sessions.responses import store as store_module
-from redis_sessions.responses.jumps import JUMP_MIN_BYTES
+from redis_sessions.responses.jumps import JUMP_BYTES, JUMP_MIN_BYTES, JUMPS
 
 PREFIX = "df"
 START = 1_700_000_000.0
@@ -90,7 +90,7 @@ def programs(draw: Any, steps_ms: list[int]) -> list[dict[str, Any]]:
             "overwrite": draw(st.booleans()), "resend": draw(st.booleans()),
             # Some records big enough to keep a jump list (lua/chain_lib.lua), so that
             # overwrites which move records leave lists stale for the walks to meet.
-            "payload": draw(st.sampled_from([0, 0, JUMP_MIN_BYTES])),
+            "payload": draw(st.sampled_from([0, 0, JUMP_MIN_BYTES, JUMPS * JUMP_BYTES])),
         })
         if program[-1]["expect"] == "any":
             program[-1]["expect"] = some_id(IDS)

@@ -14,7 +14,7 @@ from chains import all_keys, build_chain, make_store, record, save_in_process
 from redis_sessions import ErrorCode, RedisResponseSessionStore, SessionError, new_response_id
 from redis_sessions.ids import thread_of
 from redis_sessions.responses.redis_engine import INLINE_BYTES, WALK_HOPS
-from redis_sessions.responses.jumps import JUMP_MIN_BYTES
+from redis_sessions.responses.jumps import JUMP_BYTES, JUMPS
 from redis_sessions.responses.store import encode_record
 from servers import free_port
 
@@ -222,7 +222,7 @@ async def test_the_walk_of_big_records_follows_their_jump_lists(real_backend, n,
     parent, ids = None, []
     for i in range(n):
         rid = new_response_id(parent)
-        await store.save(record(rid, parent, f"turn {i}", payload="x" * JUMP_MIN_BYTES))
+        await store.save(record(rid, parent, f"turn {i}", payload="x" * (JUMPS * JUMP_BYTES)))
         ids.append(rid)
         parent = rid
     ports = real_backend.server.ports if real_backend.name == "cluster" else [real_backend.server.port]

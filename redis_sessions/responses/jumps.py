@@ -1,43 +1,55 @@
 """Jump lists, as lua/chain_lib.lua keeps them in a thread hash, mirrored for the memory
 engine (``tests/test_chains_differential.py`` compares every field after every step).
 
-A record of at least JUMP_MIN_BYTES keeps, in ``j:<id>``, its JUMPS nearest ancestors:
-``<how many>|<the last of them>|<their ids, parent first, space-separated>``. The Redis
-walk passes a whole list per call where it would make one call per record (for records
-that big, the per-hop calls were most of a resolve's Redis time), and returns it as
-stored for the caller to split. A list is only a hint: each record read names its own
-parent, and a chain that does not link up is walked again by the pointers.
+A record of at least JUMP_MIN_BYTES keeps, in ``j:<id>``, its nearest ancestors, one
+per JUMP_BYTES of its own size and JUMPS at most: ``<how many>|<where the walk goes on,
+empty at a root>|<their ids, parent first, space-separated>``. The Redis walk passes a
+whole list per call where it would make one call per record (for records that big, the
+per-hop calls were most of a resolve's Redis time), and returns it as stored for the
+caller to split. A list is only a hint: each record read names its own parent, and a
+chain that does not link up is walked again by the pointers.
 """
 
 from __future__ import annotations
 
 from typing import Mapping
 
-JUMP_MIN_BYTES = 8192
-"""Records this big or bigger keep a jump list (about 55 bytes per listed ancestor: at
-most 11% of such a record, 4% of one of 20 KB)."""
+JUMP_MIN_BYTES = 1024
+"""Records this big or bigger keep a jump list."""
+JUMP_BYTES = 512
+"""One listed ancestor per this many bytes of the record (about 55 bytes each: at most
+11% of the record, 4% of one of 20 KB)."""
 JUMPS = 16
-"""Ancestors one list names. A list shorter than this ends at a root (it was cut short
-there), so the walk stops there."""
+"""Ancestors one list names at most."""
+
+
+def _text(value: "bytes | str | None") -> str | None:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def jump_list(fields: Mapping[str, "bytes | str"], parent: str, size: int) -> str | None:
     """The jump list of a record of ``size`` bytes saved under ``parent`` (None: none):
-    the parent, then the first JUMPS - 1 of its own list, or its pointers followed that far."""
+    the parent, then the first names of its own list, or its pointers followed that far."""
     if size < JUMP_MIN_BYTES or not parent:
         return None
-    names = [parent]
-    above = fields.get(f"j:{parent}")
-    text = above.decode() if isinstance(above, bytes) else above
-    parts = text.split("|", 2) if text is not None else []
+    want = min(JUMPS, size // JUMP_BYTES)
+    names, ends = [parent], False
+    above = _text(fields.get(f"j:{parent}"))
+    parts = above.split("|", 2) if above is not None else []
     if len(parts) == 3:
-        names.extend(parts[2].split()[:JUMPS - 1])
+        listed = parts[2].split()
+        names.extend(listed[:want - 1])
+        # its list ends at a root, and all of it fits in this one
+        ends = parts[1] == "" and len(names) - 1 == int(parts[0])
     else:
         cur: str = parent
-        while len(names) < JUMPS:
-            up = fields.get(f"p:{cur}")
+        while len(names) < want:
+            up = _text(fields.get(f"p:{cur}"))
             if not up:
+                ends = True
                 break
-            cur = up.decode() if isinstance(up, bytes) else up
+            cur = up
             names.append(cur)
-    return f"{len(names)}|{names[-1]}|{' '.join(names)}"
+        if len(names) == want and not ends:
+            ends = not _text(fields.get(f"p:{names[-1]}"))
+    return f"{len(names)}|{'' if ends else names[-1]}|{' '.join(names)}"
