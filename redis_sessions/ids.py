@@ -63,7 +63,8 @@ def mint_root_id() -> str:
 def minted_root(response_id: str) -> bool:
     """Whether ``response_id`` was minted to start a thread: a hint only (a caller may
     still have saved it under a parent, and a continuation's random part repeats its tag
-    once in 2**64), so whoever acts on it checks the record's own parent."""
+    once in 2**64), so whoever acts on it checks the record's own parent. (resolve_chain
+    asks the same of the tag it has already matched.)"""
     return response_id[5:21] == response_id[22:38] and len(response_id) == 54 and thread_of(response_id) is not None
 
 

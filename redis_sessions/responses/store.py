@@ -32,7 +32,7 @@ from .. import validate
 from ..clock import Clock, system_clock
 from ..codec import COMPACT, ID_LEFT_OUT, RESPONSE_ID_LEFT_OUT, decode_session, encode
 from ..errors import ErrorCode, SessionError
-from ..ids import mint_id, mint_response_id, mint_root_id, minted_root, thread_of, validate_id
+from ..ids import mint_id, mint_response_id, mint_root_id, thread_of, validate_id
 from ..keys import DEFAULT_PREFIX, KeySpace
 from ..models import (
     ResponseSessionSnapshot,
@@ -284,6 +284,8 @@ class ChainStore:
             return ResponseSessionSnapshot(previous_response_id=None, sessions=[], input_items=[])
         # An id minted here matched the strict minted pattern: no other check needed.
         thread = thread_of(previous_response_id) if type(previous_response_id) is str else None
+        # ...and one minted to start its thread repeats the thread's tag (ids.mint_root_id).
+        minted_root = thread is not None and previous_response_id[22:38] == thread
         if thread is None:
             validate_id(previous_response_id, "previous_response_id")
         depth = self.max_depth if max_depth is None else validate.integer(
@@ -295,7 +297,7 @@ class ChainStore:
                 check_walk("missing", previous_response_id, previous_response_id, depth)
                 raise AssertionError("unreachable")
         slide_ms = self._slide_ms
-        if depth and not slide_ms and minted_root(previous_response_id):
+        if depth and not slide_ms and minted_root:
             # A root by its id: one plain read of its record, no walk (depth 1 at the cost
             # of a get). The record's own parent decides; one saved under a parent is walked.
             data = await self.engine.fetch(thread, previous_response_id, 0)
