@@ -27,12 +27,14 @@ local PRUNE, LEAVES_MAX = 8, 16384
 -- The walk passes a whole list per call where it would make one call per record (for
 -- records that big the per-hop calls, not the records' bytes, were most of a resolve's
 -- Redis time), and returns it as it is stored, for the caller to split: a script spends
--- more on making strings than on the calls it saves. Small records keep none (about 55
--- bytes per ancestor: at most 11% of a record). A list is a hint the reader checks:
--- every record read names its own parent, and a chain that does not link up is walked
--- again by its pointers (redis_sessions/responses/store.py), so a list left stale by an
--- overwrite that moved an ancestor costs time, never truth.
-local JUMP_MIN_BYTES, JUMP_BYTES, JUMPS = 1024, 512, 16
+-- more on making strings than on the calls it saves. Small records keep none (a listed
+-- ancestor costs about 55 bytes: with the field, at most 8% of a record; lists from
+-- 1 KB made a mix of small responses cost more memory than the peers' layout). A list
+-- is a hint the reader checks: every record read names its own parent, and a chain
+-- that does not link up is walked again by its pointers
+-- (redis_sessions/responses/store.py), so a list left stale by an overwrite that moved
+-- an ancestor costs time, never truth.
+local JUMP_MIN_BYTES, JUMP_BYTES, JUMPS = 4096, 1024, 16
 
 -- The jump list of a record of ``size`` bytes saved under ``parent`` (nil: none): the
 -- parent, then the first names of its own list, or its pointers followed that far.

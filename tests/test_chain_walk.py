@@ -164,7 +164,7 @@ async def test_compact_records_are_what_the_server_stores(redis_backend):
 HUGE = "x" * (JUMPS * JUMP_BYTES)  # records this big keep the longest jump list
 
 
-@pytest.mark.parametrize("n, payload", [(12, HUGE), (40, HUGE), (40, "x" * 2000)], ids=["12x8KB", "40x8KB", "40x2KB"])
+@pytest.mark.parametrize("n, payload", [(12, HUGE), (40, HUGE), (40, "x" * 4500)], ids=["12x16KB", "40x16KB", "40x5KB"])
 async def test_jump_lists_name_the_nearest_ancestors_and_a_stale_one_never_gives_a_wrong_chain(backend, n, payload):
     """Big records keep their JUMPS nearest ancestors; the walk follows those lists (40
     records: two full lists, then one that ends at the root), and when an overwrite
@@ -178,7 +178,7 @@ async def test_jump_lists_name_the_nearest_ancestors_and_a_stale_one_never_gives
         thread = await store.engine.locate(ids[0], 0)
         lists = await backend.client.hget(store.keys.thread(thread), f"j:{ids[last]}")
         size = len(encode_record(record(ids[last], ids[last - 1], f"turn {last}", payload=payload)))
-        want = min(JUMPS, size // JUMP_BYTES)  # one ancestor per 512 bytes of the record
+        want = min(JUMPS, size // JUMP_BYTES)  # one ancestor per KB of the record
         assert want == (JUMPS if payload == HUGE else 4)
         listed = list(reversed(ids[max(0, last - want):last]))
         goes_on = "" if listed[-1] == ids[0] else listed[-1]

@@ -214,7 +214,7 @@ async def hash_reads(nodes: list[Redis]) -> int:
 
 @pytest.mark.parametrize("n, costs", [(12, [4, 15]), (40, [9, 46])])
 async def test_the_walk_of_big_records_follows_their_jump_lists(real_backend, n, costs):
-    """Records of 8 KB. 12: the walk reads the leaf's list of its 11 ancestors, which ends
+    """Records of 16 KB (a list of 16). 12: the walk reads the leaf's list of its 11 ancestors, which ends
     at the root (shorter than JUMPS); with the first HSTRLEN and the records' two HMGET
     slices (8 records of up to 1 MiB each), 4 hash reads, where by the pointers it makes
     one per record (15). 40: two full lists and one that ends at the root, and 5 slices."""

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from typing import Mapping
 
-JUMP_MIN_BYTES = 1024
-"""Records this big or bigger keep a jump list."""
-JUMP_BYTES = 512
-"""One listed ancestor per this many bytes of the record (about 55 bytes each: at most
-11% of the record, 4% of one of 20 KB)."""
+JUMP_MIN_BYTES = 4096
+"""Records this big or bigger keep a jump list (measured: lists from 1 KB made a mix of
+0.3 to 3 KB responses take 1.06x the peers' memory, against 0.95x without)."""
+JUMP_BYTES = 1024
+"""One listed ancestor per this many bytes of the record (about 55 bytes each: with the
+field, at most 8% of the record, 5% of one of 20 KB)."""
 JUMPS = 16
 """Ancestors one list names at most."""
 
