@@ -1,13 +1,15 @@
 -- Walk parent pointers inside one thread hash; return the chain's ids, or its
 -- records when they are few bytes.
 -- KEYS[1]  the thread hash
--- ARGV[1]  the id to start from    ARGV[2] most hops this call walks
+-- ARGV[1]  the id to start from    ARGV[2] most records this call walks
 -- ARGV[3]  sliding TTL in ms ('0' = do not touch the TTL); only a walk that
 --          found its first record slides it
 -- ARGV[4]  inline budget in bytes: if the records walked total at most this
 --          many, they are returned themselves ('-1' = never)
 -- ARGV[5]  '1': follow the jump lists of big records (lua/chain_lib.lua), '0': only
 --          the parent pointers (what a reader asks when a chain did not link up)
+-- ARGV[6]  most steps (reads of a pointer or a list) this call makes: past them it
+--          answers 'depth' with the id to go on from, and the caller calls again
 -- Returns {status, detail, form, ...}; status is 'ok' (reached a root),
 -- 'missing' (detail = the id not found), 'cycle' (detail = the repeated id),
 -- 'depth' (detail = the next id past the hop limit) or 'wrongtype'; form 'r'
@@ -37,15 +39,13 @@ local cur, n, limit, seen = ARGV[1], 0, tonumber(ARGV[2]), {}
 local budget, bytes = tonumber(ARGV[4]), 0
 local jumps = ARGV[5] == '1'
 -- n counts records, k the reply's entries: an id each, or a jump list as it is stored
--- (its ids, whose records the caller reads and checks). counted: cur came in the list
--- just returned (its last name), so it is in the reply already.
-local counted = false
+-- (its ids, whose records the caller reads and checks).
+local steps, max_steps = 0, tonumber(ARGV[6])
 while cur ~= '' do
-  if not counted then
-    if seen[cur] then out[1] = 'cycle'; out[2] = cur; break end
-    if n >= limit then out[1] = 'depth'; out[2] = cur; break end
-    seen[cur] = true
-  end
+  if seen[cur] then out[1] = 'cycle'; out[2] = cur; break end
+  if n >= limit or steps >= max_steps then out[1] = 'depth'; out[2] = cur; break end
+  seen[cur] = true
+  steps = steps + 1
   local parent, rec, size, list
   if n == 0 then size = first elseif bytes <= budget then size = redis.call('HSTRLEN', key, 'd:' .. cur) end
   if bytes <= budget and bytes + size <= budget then
@@ -67,25 +67,27 @@ while cur ~= '' do
     end
     if not parent then out[1] = 'missing'; out[2] = cur; break end
   end
-  if not counted then
-    n = n + 1
-    k = k + 1
-    ids[k] = cur
-  end
-  counted = false
+  n = n + 1
+  k = k + 1
+  ids[k] = cur
   local bar1 = list and parent ~= '' and string.find(list, '|', 1, true)
   local bar2 = bar1 and string.find(list, '|', bar1 + 1, true)
   local count = bar2 and tonumber(string.sub(list, 1, bar1 - 1))
   -- Taken only when it is this parent's list (its first name) and fits under the limit.
   if count and n + count <= limit and string.sub(list, bar2 + 1, bar2 + #parent) == parent
       and (string.byte(list, bar2 + #parent + 1) or 32) == 32 then
-    k = k + 1
-    ids[k] = list
-    n = n + count
     out[3] = 'j'
-    if bar2 == bar1 + 1 then break end  -- it ends at a root
+    k = k + 1
+    if bar2 == bar1 + 1 then  -- it ends at a root: the whole list, and the walk is done
+      ids[k] = list
+      n = n + count
+      break
+    end
+    -- A full list: all of it but its last name, from which the walk goes on as from any
+    -- record (checked for a loop, the limits, and read).
     cur = string.sub(list, bar1 + 1, bar2 - 1)
-    counted = true
+    ids[k] = string.sub(list, 1, #list - #cur - 1)
+    n = n + count - 1
   else
     cur = parent
   end

@@ -10,7 +10,7 @@ from chains import make_store, plant, record
 from redis_sessions import ErrorCode, SessionError, StoredResponseSession
 from redis_sessions.codec import COMPACT, ID_LEFT_OUT, RESPONSE_ID_LEFT_OUT, decode_session
 from redis_sessions.responses.jumps import JUMP_BYTES, JUMPS
-from redis_sessions.responses.redis_engine import WALK_HOPS
+from redis_sessions.responses.redis_engine import WALK_STEPS
 from redis_sessions.responses.store import encode_record
 
 BIG = "x" * 4000  # five of these are past the inline budget: the chain is walked, then read
@@ -29,7 +29,7 @@ async def linear(store, n, payload="", prefix="ext"):
 async def test_a_loop_longer_than_one_walk_call_is_a_cycle(backend):
     store = make_store(backend, max_depth=5000)
     thread = "00000000000000aa"
-    n = WALK_HOPS + 100
+    n = WALK_STEPS + 100
     ids = [f"resp_{thread}_{i:032x}" for i in range(n)]
     blob = encode_record(record(ids[0]))
     await plant(backend, store, thread, {rid: (ids[i - 1] if i else ids[-1], blob) for i, rid in enumerate(ids)})

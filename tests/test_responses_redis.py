@@ -13,7 +13,8 @@ from redis.asyncio import Redis
 from chains import all_keys, build_chain, make_store, record, save_in_process
 from redis_sessions import ErrorCode, RedisResponseSessionStore, SessionError, new_response_id
 from redis_sessions.ids import thread_of
-from redis_sessions.responses.redis_engine import INLINE_BYTES, WALK_HOPS
+from redis_sessions.responses import redis_engine
+from redis_sessions.responses.redis_engine import INLINE_BYTES, WALK_STEPS
 from redis_sessions.responses.jumps import JUMP_BYTES, JUMPS
 from redis_sessions.responses.store import encode_record
 from servers import free_port
@@ -142,7 +143,7 @@ async def reads_processed(nodes: list[Redis]) -> int:
 @pytest.mark.parametrize("depth, payload", [(1, ""), (10, ""), (100, ""), (3, "x" * 4000), (2500, "")])
 async def test_requests_per_resolve_follow_the_cost_model(real_backend, depth, payload):
     """Requests the server reads for one resolve: the locator of a foreign id (1), one walk
-    per WALK_HOPS hops, and one more for the records unless they total at most INLINE_BYTES
+    per WALK_STEPS hops, and one more for the records unless they total at most INLINE_BYTES
     (then the walk's reply carries them). A pipeline of HMGET slices arrives in one read."""
     store = make_store(real_backend, max_depth=5000)
     ids: list[str] = []
@@ -160,7 +161,7 @@ async def test_requests_per_resolve_follow_the_cost_model(real_backend, depth, p
     for leaf, locator in ((ids[-1], 0), ("ext-leaf", 1)):
         chain = (await store.resolve_chain(leaf)).sessions
         stored = sum(len(encode_record(s)) for s in chain)
-        walks = -(-len(chain) // WALK_HOPS)
+        walks = -(-len(chain) // WALK_STEPS)
         expected = locator + walks + (0 if stored <= INLINE_BYTES else 1)
         before, trips = await reads_processed(nodes), store.round_trips
         snap = await store.resolve_chain(leaf)
@@ -213,7 +214,7 @@ async def hash_reads(nodes: list[Redis]) -> int:
 
 
 @pytest.mark.parametrize("n, costs", [(12, [4, 15]), (40, [9, 46])])
-async def test_the_walk_of_big_records_follows_their_jump_lists(real_backend, n, costs):
+async def test_the_walk_of_big_records_follows_their_jump_lists(real_backend, n, costs, monkeypatch):
     """Records of 16 KB (a list of 16). 12: the walk reads the leaf's list of its 11 ancestors, which ends
     at the root (shorter than JUMPS); with the first HSTRLEN and the records' two HMGET
     slices (8 records of up to 1 MiB each), 4 hash reads, where by the pointers it makes
@@ -237,6 +238,13 @@ async def test_the_walk_of_big_records_follows_their_jump_lists(real_backend, n,
             measured.append(await hash_reads(nodes) - before)
             assert status == "ok" and list(walked or []) == ids[::-1] and len(records) == n
         assert measured == costs
+        # Two reads per walk call at most: the lists are still followed, the chain walked
+        # in several calls, no id twice.
+        monkeypatch.setattr(redis_engine, "_STEPS", b"2")
+        before = store.round_trips
+        status, _, records, walked = await store.engine.walk(thread, ids[-1], 64, 0, True)
+        assert status == "ok" and list(walked or []) == ids[::-1] and len(records) == n
+        assert store.round_trips - before == -(-(n // JUMPS + 1) // 2) + 1
     finally:
         for node in nodes:
             await node.aclose()

@@ -28,10 +28,10 @@ def _number(value: int) -> bytes:
 
 
 _RING = _number(RING_ENTRIES)
-WALK_HOPS = 500
-"""Most parent pointers one walk call follows (measured: 1,000 hops took 1.3 to 2.6 ms
-of server time on a loaded machine), so no call holds the shard long; a longer chain
-takes one call per 500 hops."""
+WALK_STEPS = 256
+"""Most reads one walk call makes (a parent pointer, or a jump list of up to 16 ancestors),
+so no call holds the shard long (measured on a loaded machine: 365 pointer reads in 1.9
+to 2.7 ms); a longer chain takes one call per 256 reads."""
 INLINE_BYTES = 8192
 """A chain whose records total at most this comes back inside the walk's reply: one
 round trip. Measured (benchmarks/bench_chain_cost.py): the copy through Lua costs about
@@ -45,6 +45,7 @@ other clients' commands run between them. Slicing by count at the size limit cos
 one more HMGET per slice; sizing every record (HSTRLEN per hop) cost more."""
 MAX_SLICE_RECORDS = 512
 _INLINE = _number(INLINE_BYTES)
+_STEPS = _number(WALK_STEPS)
 THREAD_SCAN_COUNT = 64
 """Fields one HSCAN page of a thread visits (delete_thread): small enough that a page
 of large records, which Redis copies before it filters them out, stays brief."""
@@ -74,7 +75,8 @@ def _walked(reply: Sequence[object]) -> list[str]:
     for entry in reply:
         text = as_text(entry)
         if "|" in text:
-            walked.extend(text.split("|", 2)[2].split(" "))
+            parts = text.split("|", 2)
+            walked.extend(parts[2].split() if len(parts) == 3 else ())
         else:
             walked.append(text)
     return walked
@@ -199,7 +201,7 @@ class RedisChainEngine:
     async def walk(self, thread: str, start: str, limit: int, slide_ms: int,
                    jumps: bool = True) -> tuple[str, str, Sequence[object], Sequence[str] | None]:
         """The chain from ``start``: pointers walked by lua/chain_walk.lua, at most
-        WALK_HOPS per call; records returned by the walk itself when the whole chain
+        WALK_STEPS reads per call; records returned by the walk itself when the whole chain
         is at most INLINE_BYTES (one round trip), else read with HMGET in slices of
         at most READ_SLICE_BYTES each, all pipelined in one more round trip.
 
@@ -212,12 +214,12 @@ class RedisChainEngine:
         cur, left, jumped = start, limit, False
         flag = b"1" if jumps else b"0"
         while True:
-            hops = min(left, WALK_HOPS)
             first = not entries
             self.round_trips += 1
             async with translate_errors(f"thread {key!r}"):
                 result = await self._walk(self.link.client, [key], [
-                    cur, _number(hops), _number(slide_ms) if first else b"0", _INLINE if first else b"-1", flag])
+                    cur, _number(left), _number(slide_ms) if first else b"0", _INLINE if first else b"-1", flag,
+                    _STEPS])
             status, detail = as_text(result[0]), as_text(result[1])
             if result[2] == b"r":
                 return (*_inline(status, detail, result[3:]), None)
