@@ -26,7 +26,7 @@ from _common import best_of, parser, redis_url
 from redis_sessions import RedisResponseSessionStore, StoredResponseSession
 from redis_sessions.codec import decode_session
 from redis_sessions.ids import thread_of
-from redis_sessions.responses.redis_engine import INLINE_BYTES
+from redis_sessions.responses.redis_engine import INLINE_BYTES, WALK_STEPS
 from redis_sessions.responses.store import encode_record
 
 from bench_responses import record
@@ -194,10 +194,10 @@ async def inline_threshold(r: Redis, store: RedisResponseSessionStore) -> None:
         stored = await stored_bytes(r, key, fields)
 
         async def inline() -> None:
-            await r.evalsha(walk.sha, 1, key, leaf, 5000, 0, 1 << 30)
+            await r.evalsha(walk.sha, 1, key, leaf, 5000, 0, 1 << 30, 1, WALK_STEPS)
 
         async def two() -> None:
-            await r.evalsha(walk.sha, 1, key, leaf, 5000, 0, -1)
+            await r.evalsha(walk.sha, 1, key, leaf, 5000, 0, -1, 1, WALK_STEPS)
             await r.hmget(key, fields)
 
         got = await best_server_us(r, {"inline": inline, "two": two}, 200)
