@@ -39,17 +39,11 @@ def _place(where: Where) -> str:
 
 
 def _decode(decoder: msgspec.msgpack.Decoder[T], data: object, where: Where) -> T:
-    if type(data) is bytes:  # what redis-py returns: straight to the decoder
-        try:
-            return decoder.decode(data)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} does not decode: {exc}") from None
-        except RecursionError:
-            raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} nests too deeply to decode") from None
-    if isinstance(data, str):
-        data = data.encode("utf-8", "surrogateescape")
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} holds {type(data).__name__}, not bytes")
+    if type(data) is not bytes:  # bytes, what redis-py returns, go straight to the decoder
+        if isinstance(data, str):
+            data = data.encode("utf-8", "surrogateescape")
+        elif not isinstance(data, (bytearray, memoryview)):
+            raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} holds {type(data).__name__}, not bytes")
     try:
         return decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:

@@ -175,11 +175,13 @@ async def test_requests_per_resolve_follow_the_cost_model(real_backend, depth, p
         await node.aclose()
 
 
-async def script_calls(nodes: list[Redis]) -> int:
+async def calls_of(nodes: list[Redis], *names: str) -> int:
+    """How many times the servers ran these commands, a script's own included
+    (commandstats counts those under their own names too)."""
     total = 0
     for node in nodes:
         stats = await node.info("commandstats")
-        total += sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in ("evalsha", "eval"))
+        total += sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in names)
     return total
 
 
@@ -196,21 +198,15 @@ async def test_a_root_is_resolved_by_a_plain_hget_and_a_continuation_by_the_walk
     try:
         await store.resolve_chain(child)  # the walk script loaded, connections made
         for leaf, scripts in ((root, 0), (child, 1)):
-            before = await script_calls(nodes)
+            before = await calls_of(nodes, "evalsha", "eval")
             assert [s.id for s in (await store.resolve_chain(leaf)).sessions][-1] == leaf
-            assert await script_calls(nodes) - before == scripts
+            assert await calls_of(nodes, "evalsha", "eval") - before == scripts
     finally:
         for node in nodes:
             await node.aclose()
 
 
-async def hash_reads(nodes: list[Redis]) -> int:
-    """Hash reads the servers ran, a script's own included (commandstats counts those)."""
-    total = 0
-    for node in nodes:
-        stats = await node.info("commandstats")
-        total += sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in ("hget", "hmget", "hstrlen"))
-    return total
+HASH_READS = ("hget", "hmget", "hstrlen")
 
 
 @pytest.mark.parametrize("n, costs", [(12, [4, 15]), (40, [9, 46])])
@@ -233,9 +229,9 @@ async def test_the_walk_of_big_records_follows_their_jump_lists(real_backend, n,
         await store.resolve_chain(ids[-1])  # scripts loaded, connections made
         measured = []
         for jumps in (True, False):
-            before = await hash_reads(nodes)
+            before = await calls_of(nodes, *HASH_READS)
             status, _, records, walked = await store.engine.walk(thread, ids[-1], 64, 0, jumps)
-            measured.append(await hash_reads(nodes) - before)
+            measured.append(await calls_of(nodes, *HASH_READS) - before)
             assert status == "ok" and list(walked or []) == ids[::-1] and len(records) == n
         assert measured == costs
         # Two reads per walk call at most: the lists are still followed, the chain walked
