@@ -110,6 +110,14 @@ local function leaves_insert(L, id, deadline)
   return string.sub(L, 1, pos - 1) .. entry .. string.sub(L, pos)
 end
 
+-- A leaf needed again: its deadline moves to ``deadline``, and its place in L with it.
+-- Returns L, and whether ``id`` is a leaf at all (if not, nothing changed).
+local function leaf_renewed(key, L, id, deadline)
+  if redis.call('HEXISTS', key, 'e:' .. id) == 0 then return L, false end
+  redis.call('HSET', key, 'e:' .. id, string.format('%.0f', deadline))
+  return leaves_insert(leaves_remove(L, id), id, deadline), true
+end
+
 -- P gained a child.
 local function child_added(key, P, L)
   if redis.call('HDEL', key, 'e:' .. P) == 1 then return leaves_remove(L, P) end
@@ -260,10 +268,7 @@ local function save_write(key, A, st)
       if st.old ~= '' then L = child_removed(key, st.old, deadline or now, L) end
       if parent ~= '' then L = child_added(key, parent, L) end
     end
-    if deadline and redis.call('HEXISTS', key, 'e:' .. id) == 1 then  -- a leaf saved again: needed from now
-      redis.call('HSET', key, 'e:' .. id, string.format('%.0f', deadline))
-      L = leaves_insert(leaves_remove(L, id), id, deadline)
-    end
+    if deadline then L = leaf_renewed(key, L, id, deadline) end  -- a leaf saved again: needed from now
   end
   local gone
   L, gone = prune(key, L, now)

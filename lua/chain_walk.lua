@@ -110,13 +110,8 @@ if ttl > 0 and n > 0 then
   -- deadline moves, a record with children keeps it for when they are gone.
   if mode == 'on' then
     local start, deadline = ids[1], ms_now() + ttl
-    local L = b.L
-    if redis.call('HEXISTS', key, 'e:' .. start) == 1 then
-      redis.call('HSET', key, 'e:' .. start, string.format('%.0f', deadline))
-      L = leaves_insert(leaves_remove(L, start), start, deadline)
-    else
-      redis.call('HSET', key, 's:' .. start, string.format('%.0f', deadline))
-    end
+    local L, leaf = leaf_renewed(key, b.L, start, deadline)
+    if not leaf then redis.call('HSET', key, 's:' .. start, string.format('%.0f', deadline)) end
     books_close(key, L, b.c, b)
   elseif mode == 'taint' then
     books_off(key)

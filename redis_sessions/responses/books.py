@@ -64,6 +64,15 @@ def leaves_insert(leaves: str, rid: str, deadline: int) -> str:
     return leaves[:pos] + entry + leaves[pos:]
 
 
+def leaf_renewed(fields: Fields, leaves: str, rid: str, deadline: int) -> tuple[str, bool]:
+    """A leaf needed again: its deadline moves, and its place in ``leaves`` with it;
+    and whether ``rid`` is a leaf at all (if not, nothing changed)."""
+    if f"e:{rid}" not in fields:
+        return leaves, False
+    fields[f"e:{rid}"] = str(deadline)
+    return leaves_insert(leaves_remove(leaves, rid), rid, deadline), True
+
+
 def child_added(fields: Fields, parent: str, leaves: str) -> str:
     if fields.pop(f"e:{parent}", None) is not None:
         return leaves_remove(leaves, parent)

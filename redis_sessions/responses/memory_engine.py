@@ -180,9 +180,8 @@ class MemoryChainEngine:
                     leaves = books.child_removed(fields, old, deadline if deadline is not None else now, leaves)
                 if parent:
                     leaves = books.child_added(fields, parent, leaves)
-            if deadline is not None and f"e:{rid}" in fields:
-                fields[f"e:{rid}"] = str(deadline)
-                leaves = books.leaves_insert(books.leaves_remove(leaves, rid), rid, deadline)
+            if deadline is not None:  # a leaf saved again: needed from now
+                leaves, _ = books.leaf_renewed(fields, leaves, rid, deadline)
         leaves, gone = books.prune(fields, leaves, now)
         books.close(fields, leaves, count - gone)
         return "ok", rid
@@ -241,11 +240,8 @@ class MemoryChainEngine:
             fields = entry.fields
             if mode == "on":
                 deadline = self.now_ms() + slide_ms
-                leaves = str(fields.get("L", ""))
-                if f"e:{start}" in fields:
-                    fields[f"e:{start}"] = str(deadline)
-                    leaves = books.leaves_insert(books.leaves_remove(leaves, start), start, deadline)
-                else:
+                leaves, leaf = books.leaf_renewed(fields, str(fields.get("L", "")), start, deadline)
+                if not leaf:
                     fields[f"s:{start}"] = str(deadline)
                 books.close(fields, leaves, books.number(fields.get("c")) or 0)
             elif mode == "taint":
