@@ -36,6 +36,14 @@ local PRUNE, LEAVES_MAX = 8, 16384
 -- an ancestor costs time, never truth.
 local JUMP_MIN_BYTES, JUMP_BYTES, JUMPS = 4096, 1024, 16
 
+-- A jump list's two bars and how many ids it names (nil when it is not one): the ids
+-- follow the second bar; the walk goes on from what is between the bars.
+local function jump_parts(list)
+  local bar1 = string.find(list, '|', 1, true)
+  local bar2 = bar1 and string.find(list, '|', bar1 + 1, true)
+  return bar1, bar2, bar2 and tonumber(string.sub(list, 1, bar1 - 1))
+end
+
 -- The jump list of a record of ``size`` bytes saved under ``parent`` (nil: none): the
 -- parent, then the first names of its own list, or its pointers followed that far.
 local function jump_list(key, parent, size)
@@ -43,15 +51,15 @@ local function jump_list(key, parent, size)
   local want = math.min(JUMPS, math.floor(size / JUMP_BYTES))
   local names, ends = {parent}, false
   local above = redis.call('HGET', key, 'j:' .. parent)
-  local bar1 = above and string.find(above, '|', 1, true)
-  local bar2 = bar1 and string.find(above, '|', bar1 + 1, true)
-  if bar2 then
+  local bar1, bar2, count
+  if above then bar1, bar2, count = jump_parts(above) end
+  if count then
     for a in string.gmatch(string.sub(above, bar2 + 1), '%S+') do
       if #names >= want then break end
       names[#names + 1] = a
     end
     -- its list ends at a root, and all of it fits in this one
-    ends = bar2 == bar1 + 1 and #names - 1 == tonumber(string.sub(above, 1, bar1 - 1))
+    ends = bar2 == bar1 + 1 and #names - 1 == count
   else
     local cur = parent
     while #names < want do

@@ -70,9 +70,8 @@ while cur ~= '' do
   n = n + 1
   k = k + 1
   ids[k] = cur
-  local bar1 = list and parent ~= '' and string.find(list, '|', 1, true)
-  local bar2 = bar1 and string.find(list, '|', bar1 + 1, true)
-  local count = bar2 and tonumber(string.sub(list, 1, bar1 - 1))
+  local bar1, bar2, count
+  if list and parent ~= '' then bar1, bar2, count = jump_parts(list) end
   -- Taken only when it is this parent's list (its first name) and fits under the limit.
   if count and n + count <= limit and string.sub(list, bar2 + 1, bar2 + #parent) == parent
       and (string.byte(list, bar2 + #parent + 1) or 32) == 32 then

@@ -28,6 +28,15 @@ def _text(value: "bytes | str | None") -> str | None:
     return value.decode() if isinstance(value, bytes) else value
 
 
+def parts(text: str) -> tuple[int, str, list[str]] | None:
+    """A jump list's parts: how many ids it names, where the walk goes on ('' at a root),
+    and the ids, parent first (None when ``text`` is not one)."""
+    fields = text.split("|", 2)
+    if len(fields) != 3 or not fields[0].isdigit():
+        return None
+    return int(fields[0]), fields[1], fields[2].split()
+
+
 def jump_list(fields: Mapping[str, "bytes | str"], parent: str, size: int) -> str | None:
     """The jump list of a record of ``size`` bytes saved under ``parent`` (None: none):
     the parent, then the first names of its own list, or its pointers followed that far."""
@@ -36,12 +45,12 @@ def jump_list(fields: Mapping[str, "bytes | str"], parent: str, size: int) -> st
     want = min(JUMPS, size // JUMP_BYTES)
     names, ends = [parent], False
     above = _text(fields.get(f"j:{parent}"))
-    parts = above.split("|", 2) if above is not None else []
-    if len(parts) == 3:
-        listed = parts[2].split()
-        names.extend(listed[:want - 1])
+    listed = parts(above) if above is not None else None
+    if listed is not None:
+        count, goes_on, ids = listed
+        names.extend(ids[:want - 1])
         # its list ends at a root, and all of it fits in this one
-        ends = parts[1] == "" and len(names) - 1 == int(parts[0])
+        ends = goes_on == "" and len(names) - 1 == count
     else:
         cur: str = parent
         while len(names) < want:

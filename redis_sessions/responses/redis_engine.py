@@ -17,6 +17,7 @@ from ..keys import KeySpace
 from ..redis_client import RedisLink, as_text, translate_errors, translated
 from ..replication import ReplicaAcks, write_acked
 from ..scripts import LuaScript, script
+from . import jumps
 from .protocol import RING_ENTRIES, RING_TTL_MS, SaveRequest
 
 
@@ -74,9 +75,9 @@ def _walked(reply: Sequence[object]) -> list[str]:
     walked: list[str] = []
     for entry in reply:
         text = as_text(entry)
-        if "|" in text:
-            parts = text.split("|", 2)
-            walked.extend(parts[2].split() if len(parts) == 3 else ())
+        listed = jumps.parts(text) if "|" in text else None  # ids have no '|' (ids.validate_id)
+        if listed is not None:
+            walked.extend(listed[2])
         else:
             walked.append(text)
     return walked
