@@ -23,7 +23,9 @@ local PRUNE, LEAVES_MAX = 8, 16384
 
 -- Jump lists: a record of at least JUMP_MIN_BYTES keeps, in j:<id>, its nearest
 -- ancestors, one per JUMP_BYTES of its own size, JUMPS at most:
--- "<how many>|<where the walk goes on, '' at a root>|<their ids, parent first>".
+-- "<how many> <where the walk goes on, '' at a root> <their ids, parent first>", all
+-- space-separated: ids hold no whitespace (redis_sessions/ids.py), so a reply entry with
+-- a space in it is a list, and its parts are found by its first two spaces.
 -- The walk passes a whole list per call where it would make one call per record (for
 -- records that big the per-hop calls, not the records' bytes, were most of a resolve's
 -- Redis time), and returns it as it is stored, for the caller to split: a script spends
@@ -36,11 +38,11 @@ local PRUNE, LEAVES_MAX = 8, 16384
 -- an ancestor costs time, never truth.
 local JUMP_MIN_BYTES, JUMP_BYTES, JUMPS = 4096, 1024, 16
 
--- A jump list's two bars and how many ids it names (nil when it is not one): the ids
--- follow the second bar; the walk goes on from what is between the bars.
+-- A jump list's first two spaces ("bars") and how many ids it names (nil when it is not
+-- one): the ids follow the second bar; the walk goes on from what is between the bars.
 local function jump_parts(list)
-  local bar1 = string.find(list, '|', 1, true)
-  local bar2 = bar1 and string.find(list, '|', bar1 + 1, true)
+  local bar1 = string.find(list, ' ', 1, true)
+  local bar2 = bar1 and string.find(list, ' ', bar1 + 1, true)
   return bar1, bar2, bar2 and tonumber(string.sub(list, 1, bar1 - 1))
 end
 
@@ -71,7 +73,7 @@ local function jump_list(key, parent, size)
       ends = (redis.call('HGET', key, 'p:' .. names[#names]) or '') == ''
     end
   end
-  return #names .. '|' .. (ends and '' or names[#names]) .. '|' .. table.concat(names, ' ')
+  return #names .. ' ' .. (ends and '' or names[#names]) .. ' ' .. table.concat(names, ' ')
 end
 
 local function ms_now()

@@ -182,7 +182,7 @@ async def test_jump_lists_name_the_nearest_ancestors_and_a_stale_one_never_gives
         assert want == (JUMPS if payload == HUGE else 4)
         listed = list(reversed(ids[max(0, last - want):last]))
         goes_on = "" if listed[-1] == ids[0] else listed[-1]
-        assert lists.decode() == f"{len(listed)}|{goes_on}|{' '.join(listed)}"
+        assert lists.decode() == f"{len(listed)} {goes_on} {' '.join(listed)}"
     for end in sorted({n, n - 1, min(n, 17), min(n, 16), min(n, 15), 2}):
         assert [s.id for s in (await store.resolve_chain(ids[end - 1])).sessions] == ids[:end]
     for depth in sorted({n - 1, min(n - 1, 16), 1}):
@@ -209,3 +209,13 @@ async def test_jump_lists_name_the_nearest_ancestors_and_a_stale_one_never_gives
     # A record saved small again under the same id keeps no list; its children still resolve.
     await store.save(record(ids[9], ids[8], "small now"), overwrite=True)
     assert [s.id for s in (await store.resolve_chain(ids[last])).sessions] == [*ids[:5], *ids[8:]]
+
+
+@pytest.mark.parametrize("payload", [BIG, "x" * 4500, HUGE], ids=["4KB", "5KB", "16KB"])
+async def test_ids_shaped_like_a_jump_list_are_walked_as_ids(backend, payload):
+    """Ids may hold '|' and digits, never whitespace: a walk's reply entry is a jump list
+    only when it holds a space (an id such as ``7|1|x-19`` was once read as a list)."""
+    store = make_store(backend, max_depth=100)
+    ids = await linear(store, 20, payload, prefix="7|1|x")
+    assert [s.id for s in (await store.resolve_chain(ids[-1])).sessions] == ids
+    assert [s.id for s in (await store.resolve_chain(ids[9])).sessions] == ids[:10]

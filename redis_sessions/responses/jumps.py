@@ -2,8 +2,9 @@
 engine (``tests/test_chains_differential.py`` compares every field after every step).
 
 A record of at least JUMP_MIN_BYTES keeps, in ``j:<id>``, its nearest ancestors, one
-per JUMP_BYTES of its own size and JUMPS at most: ``<how many>|<where the walk goes on,
-empty at a root>|<their ids, parent first, space-separated>``. The Redis walk passes a
+per JUMP_BYTES of its own size and JUMPS at most: ``<how many> <where the walk goes on,
+empty at a root> <their ids, parent first>``, all space-separated (ids hold no whitespace,
+so a walk's reply entry with a space in it is a list). The Redis walk passes a
 whole list per call where it would make one call per record (for records that big, the
 per-hop calls were most of a resolve's Redis time), and returns it as stored for the
 caller to split. A list is only a hint: each record read names its own parent, and a
@@ -31,7 +32,7 @@ def _text(value: "bytes | str | None") -> str | None:
 def parts(text: str) -> tuple[int, str, list[str]] | None:
     """A jump list's parts: how many ids it names, where the walk goes on ('' at a root),
     and the ids, parent first (None when ``text`` is not one)."""
-    fields = text.split("|", 2)
+    fields = text.split(" ", 2)
     if len(fields) != 3 or not fields[0].isdigit():
         return None
     return int(fields[0]), fields[1], fields[2].split()
@@ -62,4 +63,4 @@ def jump_list(fields: Mapping[str, "bytes | str"], parent: str, size: int) -> st
             names.append(cur)
         if len(names) == want and not ends:
             ends = not _text(fields.get(f"p:{names[-1]}"))
-    return f"{len(names)}|{'' if ends else names[-1]}|{' '.join(names)}"
+    return f"{len(names)} {'' if ends else names[-1]} {' '.join(names)}"

@@ -71,11 +71,11 @@ def _inline(status: str, detail: str, records: Sequence[object]) -> tuple[str, s
 
 def _walked(reply: Sequence[object]) -> list[str]:
     """The ids a walk call returned, oldest last: each entry an id, or a jump list as it
-    is stored, ``<how many>|<last>|<ids, space-separated>``."""
+    is stored, ``<how many> <where to go on> <ids>`` (jumps.parts)."""
     walked: list[str] = []
     for entry in reply:
         text = as_text(entry)
-        listed = jumps.parts(text) if "|" in text else None  # ids have no '|' (ids.validate_id)
+        listed = jumps.parts(text) if " " in text else None  # ids hold no whitespace (ids.validate_id)
         if listed is not None:
             walked.extend(listed[2])
         else:
