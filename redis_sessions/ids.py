@@ -54,18 +54,24 @@ def new_thread_tag() -> str:
 
 def mint_root_id() -> str:
     """An id that starts a thread: ``resp_<thread>_<thread><16 hex>``. Its random part
-    repeats its thread tag, which tells :func:`minted_root` that it was minted with no
+    repeats its thread tag, which tells :func:`roots_thread` that it was minted with no
     parent (128 random bits still, the tag's 64 and 64 more)."""
     thread = new_thread_tag()
     return f"resp_{thread}_{thread}{secrets.token_hex(8)}"
 
 
+def roots_thread(response_id: str, thread: str) -> bool:
+    """Whether ``response_id``, minted for ``thread`` (:func:`thread_of`), was minted to start
+    it: a hint only (a caller may still have saved it under a parent, and a continuation's
+    random part repeats its tag once in 2**64), so whoever acts on it checks the record's
+    own parent."""
+    return response_id[22:38] == thread
+
+
 def minted_root(response_id: str) -> bool:
-    """Whether ``response_id`` was minted to start a thread: a hint only (a caller may
-    still have saved it under a parent, and a continuation's random part repeats its tag
-    once in 2**64), so whoever acts on it checks the record's own parent. (resolve_chain
-    asks the same of the tag it has already matched.)"""
-    return response_id[5:21] == response_id[22:38] and len(response_id) == 54 and thread_of(response_id) is not None
+    """Whether ``response_id`` was minted here to start a thread (:func:`roots_thread`)."""
+    thread = thread_of(response_id)
+    return thread is not None and roots_thread(response_id, thread)
 
 
 def thread_of(response_id: str) -> str | None:

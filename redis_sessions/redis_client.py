@@ -303,11 +303,11 @@ class translate_errors:
         return None
 
     async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        if exc is None or isinstance(exc, SessionError) or not isinstance(exc, Exception):
+        if not isinstance(exc, Exception):
             return None
-        translated = translate(exc, self.where)
-        if translated is not None:
-            raise translated from None
+        replacement = translated(exc, self.where)
+        if replacement is not exc:
+            raise replacement from None
 
 
 def translated(exc: Exception, where: str) -> Exception:

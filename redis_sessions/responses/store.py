@@ -32,7 +32,7 @@ from .. import validate
 from ..clock import Clock, system_clock
 from ..codec import COMPACT, ID_LEFT_OUT, RESPONSE_ID_LEFT_OUT, decode_session, encode
 from ..errors import ErrorCode, SessionError
-from ..ids import mint_id, mint_response_id, mint_root_id, thread_of, validate_id
+from ..ids import mint_id, mint_response_id, mint_root_id, roots_thread, thread_of, validate_id
 from ..keys import DEFAULT_PREFIX, KeySpace
 from ..models import (
     ResponseSessionSnapshot,
@@ -169,6 +169,15 @@ def encode_record(session: StoredResponseSession, compact: bool = False) -> byte
     return bytes((COMPACT, flags)) + blob if compact else blob
 
 
+def _minted_thread(value: object, what: str) -> str | None:
+    """The thread tag of an id minted here, which needs no other check (the minted
+    pattern is stricter than any), or None for an id minted elsewhere, once it is checked."""
+    thread = thread_of(value) if type(value) is str else None
+    if thread is None:
+        validate_id(value, what)
+    return thread
+
+
 def foreign_root_thread(response_id: str) -> str:
     """A foreign root's thread is derived from its id, so concurrent saves of one id agree."""
     return hashlib.sha1(response_id.encode("utf-8")).hexdigest()[:16]
@@ -197,12 +206,12 @@ class ChainStore:
     ) -> None:
         self._ttl_ms = validate.ttl_ms(ttl_seconds)
         self.response_expiry = validate.flag(response_expiry, "response_expiry")
-        self.compact_records = validate.flag(compact_records, "compact_records")
-        """Records leave out the ids their reader knows (about 110 bytes of a gateway's
-        response). Every version from this one reads both forms; versions before it
-        cannot read compact records, so turn it on once no older worker reads the store."""
         """Each response expires on its own, once no live response descends from it (the
         books of :mod:`.books`); False: a thread expires whole, as before this version."""
+        self.compact_records = validate.flag(compact_records, "compact_records")
+        """Records leave out the ids their reader knows (about 108 bytes of a gateway's
+        response). Every version from this one reads both forms; versions before it
+        cannot read compact records, so turn it on once no older worker reads the store."""
         self.conversations = conversations
         """The conversation store a response with ``conversation_id`` appends its turn to,
         in the same step as its save (None: such responses are saved like any other)."""
@@ -251,10 +260,8 @@ class ChainStore:
     # -- reads --------------------------------------------------------------
     @bounded
     async def get(self, response_id: str) -> StoredResponseSession | None:
-        # An id minted here matched the strict minted pattern: no other check needed.
-        thread = thread_of(response_id) if type(response_id) is str else None
+        thread = _minted_thread(response_id, "response id")
         if thread is None:
-            validate_id(response_id)
             thread = await self.engine.locate(response_id, self._slide_ms)
             if thread is None:
                 return None
@@ -282,12 +289,8 @@ class ChainStore:
         """
         if previous_response_id is None:
             return ResponseSessionSnapshot(previous_response_id=None, sessions=[], input_items=[])
-        # An id minted here matched the strict minted pattern: no other check needed.
-        thread = thread_of(previous_response_id) if type(previous_response_id) is str else None
-        # ...and one minted to start its thread repeats the thread's tag (ids.mint_root_id).
-        minted_root = thread is not None and previous_response_id[22:38] == thread
-        if thread is None:
-            validate_id(previous_response_id, "previous_response_id")
+        thread = _minted_thread(previous_response_id, "previous_response_id")
+        starts_thread = thread is not None and roots_thread(previous_response_id, thread)
         depth = self.max_depth if max_depth is None else validate.integer(
             max_depth, "max_depth", minimum=0, maximum=MAX_DEPTH_LIMIT)
         validate.flag(include_incomplete, "include_incomplete")
@@ -297,7 +300,7 @@ class ChainStore:
                 check_walk("missing", previous_response_id, previous_response_id, depth)
                 raise AssertionError("unreachable")
         slide_ms = self._slide_ms
-        if depth and not slide_ms and minted_root:
+        if depth and not slide_ms and starts_thread:
             # A root by its id: one plain read of its record, no walk (depth 1 at the cost
             # of a get). The record's own parent decides; one saved under a parent is walked.
             data = await self.engine.fetch(thread, previous_response_id, 0)
