@@ -46,13 +46,18 @@ local function jump_parts(list)
   return bar1, bar2, bar2 and tonumber(string.sub(list, 1, bar1 - 1))
 end
 
+-- Whether a record of ``size`` bytes saved under ``parent`` keeps a jump list.
+local function keeps_jumps(parent, size)
+  return size >= JUMP_MIN_BYTES and parent ~= ''
+end
+
 -- The jump list of a record of ``size`` bytes saved under ``parent`` (nil: none): the
--- parent, then the first names of its own list, or its pointers followed that far.
-local function jump_list(key, parent, size)
-  if size < JUMP_MIN_BYTES or parent == '' then return nil end
+-- parent, then the first names of its own list (``above``, the parent's j: field as the
+-- caller read it), or its pointers followed that far.
+local function jump_list(key, parent, size, above)
+  if not keeps_jumps(parent, size) then return nil end
   local want = math.min(JUMPS, math.floor(size / JUMP_BYTES))
   local names, ends = {parent}, false
-  local above = redis.call('HGET', key, 'j:' .. parent)
   local bar1, bar2, count
   if above then bar1, bar2, count = jump_parts(above) end
   if count then
@@ -83,24 +88,29 @@ end
 
 -- The books as they stand: mode 'new' (no record yet), 'on' (kept), 'off' (none: a
 -- thread from before them, or one they were stopped for), 'taint' (something that does
--- not keep them wrote past them); and L, c and which of L, c, r exist (for books_close).
-local function books_read(key)
-  local len = redis.call('HLEN', key)
-  local got = redis.call('HMGET', key, 'r', 'c', 'L')
-  local b = {L = got[3] or '', c = tonumber(got[2] or '') or 0, has_r = got[1] and 1 or 0,
-             has_c = got[2] and 1 or 0, has_L = got[3] and 1 or 0}
-  local r = tonumber(got[1] or '')
+-- not keep them wrote past them); L, c, which of L, c, r exist (for books_close), and
+-- the thread's field count. Made from that count and the fields r, c, L, ops and w,
+-- which a caller may have read in its own first read (books_read reads them).
+local function books_of(len, r, c, L, ops, w)
+  local b = {L = L or '', c = tonumber(c or '') or 0, has_r = r and 1 or 0,
+             has_c = c and 1 or 0, has_L = L and 1 or 0, len = len}
+  local rn = tonumber(r or '')
   if len == 0 then
     b.mode = 'new'
-  elseif not r then
+  elseif not rn then
     -- no record (only the ring, or the stamp): as good as new
-    b.mode = (len == redis.call('HEXISTS', key, 'ops') + redis.call('HEXISTS', key, 'w')) and 'new' or 'off'
-  elseif r ~= len - 1 then
+    b.mode = (len == (ops and 1 or 0) + (w and 1 or 0)) and 'new' or 'off'
+  elseif rn ~= len - 1 then
     b.mode = 'taint'
   else
     b.mode = 'on'
   end
   return b
+end
+
+local function books_read(key)
+  local got = redis.call('HMGET', key, 'r', 'c', 'L', 'ops', 'w')
+  return books_of(redis.call('HLEN', key), got[1], got[2], got[3], got[4], got[5])
 end
 
 local function leaves_remove(L, id)
@@ -197,30 +207,37 @@ end
 
 -- nil and what the writes need when the save should write; else the reply to
 -- give ({'ok', id} when it is already done, or a refusal).
+-- One read serves every check of a new record: the ring, whether the record and its
+-- parent exist (a record's p: field is written and deleted with its d: field, and a
+-- root's is ''), the books, and the parent's jump list when this record keeps one.
+-- Only a record that exists already is read further (its size, then its bytes).
 local function save_check(key, A)
   local id, parent, blob = A[1], A[2], A[6]
-  local token, ring = A[9] or '', ''
-  if token ~= '' then
-    ring = redis.call('HGET', key, 'ops') or ''
-    if string.find(ring, token, 1, true) then return {'ok', id} end
-  end
+  local token = A[9] or ''
+  local fields = {'ops', 'p:' .. id, 'p:' .. parent, 'r', 'c', 'L', 'w'}
+  local jumps = keeps_jumps(parent, #blob)
+  if jumps then fields[8] = 'j:' .. parent end
+  local got = redis.call('HMGET', key, unpack(fields))
+  local ring, old = got[1] or '', got[2]
+  if token ~= '' and string.find(ring, token, 1, true) then return {'ok', id} end
 
   local want = A[4]
   if A[3] == '=' and parent ~= want then return {'expected', parent} end
 
-  local data, link = 'd:' .. id, 'p:' .. id
-  local size, old_parent = redis.call('HSTRLEN', key, data), ''
-  if size > 0 then
-    local old = redis.call('HGET', key, link) or ''
-    old_parent = old
-    if old == parent and size == #blob and redis.call('HGET', key, data) == blob then return {'ok', id} end
-    if A[5] ~= '1' then return {'exists', id} end
-    if A[3] == '=' and old ~= want then return {'expected', old} end
+  local exists = false
+  if old then
+    local size = redis.call('HSTRLEN', key, 'd:' .. id)
+    exists = size > 0
+    if exists then
+      if old == parent and size == #blob and redis.call('HGET', key, 'd:' .. id) == blob then return {'ok', id} end
+      if A[5] ~= '1' then return {'exists', id} end
+      if A[3] == '=' and old ~= want then return {'expected', old} end
+    end
   end
 
   if parent ~= '' then
-    if redis.call('HEXISTS', key, 'd:' .. parent) == 0 then return {'parent_missing', parent} end
-    if size > 0 then
+    if not got[3] then return {'parent_missing', parent} end
+    if exists then
       -- Re-parenting an existing record must not make it its own ancestor.
       local cur, steps, limit = parent, 0, tonumber(A[8])
       while cur ~= '' and steps < limit do
@@ -230,21 +247,22 @@ local function save_check(key, A)
       end
     end
   end
-  return nil, {ring = ring, exists = size > 0, old = old_parent, books = books_read(key)}
+  return nil, {ring = ring, exists = exists, old = exists and old or '', above = jumps and got[8],
+               books = books_of(redis.call('HLEN', key), got[4], got[5], got[6], got[1], got[7])}
 end
 
 -- The save's writes; nothing here can fail. A[11] '1': keep the books of
 -- per-response expiry (below), '0': this store does not, so the thread stops them.
 local function save_write(key, A, st)
   local id, parent, blob, token, ring, b = A[1], A[2], A[6], A[9] or '', st.ring, st.books
-  local ttl, before = tonumber(A[7]), redis.call('PTTL', key)
+  local ttl = tonumber(A[7])
   local keep = A[11] == '1' and (b.mode == 'on' or b.mode == 'new')
   -- 'w': when the thread was last written, server time in ms; what `purge
   -- --idle-older-than` judges a thread by (lua/purge_if_idle.lua).
   local now = ms_now()
   local deadline = ttl > 0 and now + ttl or nil
   local args = {'d:' .. id, blob, 'p:' .. id, parent, 'w', string.format('%.0f', now)}
-  local jumps = jump_list(key, parent, #blob)
+  local jumps = jump_list(key, parent, #blob, st.above)
   if jumps then
     args[#args + 1], args[#args + 2] = 'j:' .. id, jumps
   elseif st.exists then
@@ -258,11 +276,14 @@ local function save_write(key, A, st)
   local is_new_leaf = keep and not st.exists and deadline
   if is_new_leaf then args[#args + 1], args[#args + 2] = 'e:' .. id, string.format('%.0f', deadline) end
   redis.call('HSET', key, unpack(args))
-  -- One TTL for the whole thread: never shortened, so no ancestor expires before a descendant.
+  -- One TTL for the whole thread: never shortened, so no ancestor expires before a descendant
+  -- (GT: only a later deadline is set, and a key without one keeps none).
   if ttl == 0 then
     redis.call('PERSIST', key)
-  elseif before == -2 or (before >= 0 and before < ttl) then
-    redis.call('PEXPIRE', key, ttl)
+  elseif b.len == 0 then
+    redis.call('PEXPIRE', key, ttl)  -- a new key
+  else
+    redis.call('PEXPIRE', key, ttl, 'GT')
   end
   if not keep then
     if b.mode == 'on' or b.mode == 'taint' then books_off(key) end
