@@ -1,5 +1,5 @@
 -- Delete one response from its thread hash, idempotently.
--- lua/chain_lib.lua comes in front of this file.
+-- lua/chain_jumps.lua and lua/chain_lib.lua come in front of this file.
 -- KEYS[1] the thread hash   ARGV[1] the id
 -- ARGV[2] operation token (16 hex digits, random per call; '' = none)
 -- ARGV[3] how many tokens the ring keeps

@@ -1,5 +1,8 @@
--- Shared by chain_save.lua and chain_save_turn.lua: redis_sessions/scripts.py puts
--- this file in front of each (Redis scripts cannot load one another).
+-- Shared by chain_save.lua, chain_save_turn.lua, chain_delete.lua and a walk that slides
+-- a TTL: redis_sessions/scripts.py puts this file in front of each, after
+-- lua/chain_jumps.lua (Redis scripts cannot load one another). A walk that slides
+-- nothing has only chain_jumps.lua in front: every function defined here is made anew
+-- on every call of a script that carries it, which cost a plain walk 3-4 us.
 -- A save is split in two so that a script saving into two keys makes every check
 -- of both before its first write: save_check reads and decides, save_write writes.
 -- A is the save's arguments, as chain_save.lua documents them (ARGV[1..11]).
@@ -20,66 +23,6 @@
 -- its parent a leaf past its deadline counts again), and L stays below LEAVES_MAX
 -- bytes (leaves past it are not indexed: they stay until the thread expires).
 local PRUNE, LEAVES_MAX = 8, 16384
-
--- Jump lists: a record of at least JUMP_MIN_BYTES keeps, in j:<id>, its nearest
--- ancestors, one per JUMP_BYTES of its own size, JUMPS at most:
--- "<how many> <where the walk goes on, '' at a root> <their ids, parent first>", all
--- space-separated: ids hold no whitespace (redis_sessions/ids.py), so a reply entry with
--- a space in it is a list, and its parts are found by its first two spaces.
--- The walk passes a whole list per call where it would make one call per record (for
--- records that big the per-hop calls, not the records' bytes, were most of a resolve's
--- Redis time), and returns it as it is stored, for the caller to split: a script spends
--- more on making strings than on the calls it saves. Small records keep none (a listed
--- ancestor costs about 55 bytes: with the field, at most 8% of a record; lists from
--- 1 KB made a mix of small responses cost more memory than the peers' layout). A list
--- is a hint the reader checks: every record read names its own parent, and a chain
--- that does not link up is walked again by its pointers
--- (redis_sessions/responses/store.py), so a list left stale by an overwrite that moved
--- an ancestor costs time, never truth.
-local JUMP_MIN_BYTES, JUMP_BYTES, JUMPS = 4096, 1024, 16
-
--- A jump list's first two spaces ("bars") and how many ids it names (nil when it is not
--- one): the ids follow the second bar; the walk goes on from what is between the bars.
-local function jump_parts(list)
-  local bar1 = string.find(list, ' ', 1, true)
-  local bar2 = bar1 and string.find(list, ' ', bar1 + 1, true)
-  return bar1, bar2, bar2 and tonumber(string.sub(list, 1, bar1 - 1))
-end
-
--- Whether a record of ``size`` bytes saved under ``parent`` keeps a jump list.
-local function keeps_jumps(parent, size)
-  return size >= JUMP_MIN_BYTES and parent ~= ''
-end
-
--- The jump list of a record of ``size`` bytes saved under ``parent`` (nil: none): the
--- parent, then the first names of its own list (``above``, the parent's j: field as the
--- caller read it), or its pointers followed that far.
-local function jump_list(key, parent, size, above)
-  if not keeps_jumps(parent, size) then return nil end
-  local want = math.min(JUMPS, math.floor(size / JUMP_BYTES))
-  local names, ends = {parent}, false
-  local bar1, bar2, count
-  if above then bar1, bar2, count = jump_parts(above) end
-  if count then
-    for a in string.gmatch(string.sub(above, bar2 + 1), '%S+') do
-      if #names >= want then break end
-      names[#names + 1] = a
-    end
-    -- its list ends at a root, and all of it fits in this one
-    ends = bar2 == bar1 + 1 and #names - 1 == count
-  else
-    local cur = parent
-    while #names < want do
-      cur = redis.call('HGET', key, 'p:' .. cur)
-      if not cur or cur == '' then ends = true; break end
-      names[#names + 1] = cur
-    end
-    if #names == want and not ends then
-      ends = (redis.call('HGET', key, 'p:' .. names[#names]) or '') == ''
-    end
-  end
-  return #names .. ' ' .. (ends and '' or names[#names]) .. ' ' .. table.concat(names, ' ')
-end
 
 local function ms_now()
   local t = redis.call('TIME')
@@ -304,4 +247,21 @@ local function save_write(key, A, st)
   local gone
   L, gone = prune(key, L, now)
   books_close(key, L, c - gone, b)
+end
+
+-- A sliding read of the chain from ``start`` (lua/chain_walk.lua, once it found that
+-- record): the thread's TTL, and the start record needed for another TTL: a leaf's own
+-- deadline moves, a record with children keeps it for when they are gone.
+local function slide_walked(key, start, ttl)
+  local b = books_read(key)
+  local left = redis.call('PTTL', key)
+  if left >= 0 and left < ttl then redis.call('PEXPIRE', key, ttl) end
+  if b.mode == 'on' then
+    local deadline = ms_now() + ttl
+    local L, leaf = leaf_renewed(key, b.L, start, deadline)
+    if not leaf then redis.call('HSET', key, 's:' .. start, string.format('%.0f', deadline)) end
+    books_close(key, L, b.c, b)
+  elseif b.mode == 'taint' then
+    books_off(key)
+  end
 end

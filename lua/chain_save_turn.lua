@@ -1,6 +1,6 @@
 -- Save a response that belongs to a conversation and append its turn's items to
 -- that conversation, in one atomic step (OpenAI's responses.create(conversation=)).
--- lua/conv_lib.lua and lua/chain_lib.lua come in front of this file.
+-- lua/conv_lib.lua, lua/chain_jumps.lua and lua/chain_lib.lua come in front of this file.
 -- KEYS[1]  the thread hash of the conversation's responses, <prefix>:{c:<id>}:chain
 -- KEYS[2]  the conversation's hash, <prefix>:{c:<id>}:conv (the same hash tag: one slot)
 -- ARGV[1..11]  the save, as lua/chain_save.lua takes it

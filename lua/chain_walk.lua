@@ -6,7 +6,7 @@
 --          found its first record slides it
 -- ARGV[4]  inline budget in bytes: if the records walked total at most this
 --          many, they are returned themselves ('-1' = never)
--- ARGV[5]  '1': follow the jump lists of big records (lua/chain_lib.lua), '0': only
+-- ARGV[5]  '1': follow the jump lists of big records (lua/chain_jumps.lua), '0': only
 --          the parent pointers (what a reader asks when a chain did not link up)
 -- ARGV[6]  most steps (reads of a pointer or a list) this call makes: past them it
 --          answers 'depth' with the id to go on from, and the caller calls again
@@ -26,7 +26,8 @@
 -- copies a longer chain wastes total at most the budget.
 -- The hop limit bounds one call's work; a longer chain is walked in several calls.
 -- Reads first; the writes (the sliding TTL, and the start record's deadline in
--- the books of per-response expiry, lua/chain_lib.lua, which comes in front) last.
+-- the books of per-response expiry, lua/chain_lib.lua, which comes in front of a
+-- sliding walk only) last.
 local key = KEYS[1]
 -- No TYPE call up front: a missing key reads as a missing record, and only a key of
 -- another type makes the first read fail, which is when its type is asked.
@@ -100,20 +101,6 @@ else
 end
 
 local ttl = tonumber(ARGV[3])
-if ttl > 0 and n > 0 then
-  local b = books_read(key)
-  local mode = b.mode
-  local left = redis.call('PTTL', key)
-  if left >= 0 and left < ttl then redis.call('PEXPIRE', key, ttl) end
-  -- A sliding read needs the record it started from for another TTL: a leaf's own
-  -- deadline moves, a record with children keeps it for when they are gone.
-  if mode == 'on' then
-    local start, deadline = ids[1], ms_now() + ttl
-    local L, leaf = leaf_renewed(key, b.L, start, deadline)
-    if not leaf then redis.call('HSET', key, 's:' .. start, string.format('%.0f', deadline)) end
-    books_close(key, L, b.c, b)
-  elseif mode == 'taint' then
-    books_off(key)
-  end
-end
+-- lua/chain_lib.lua's; only the sliding walk carries it (redis_sessions/scripts.py).
+if ttl > 0 and n > 0 then slide_walked(key, ids[1], ttl) end
 return out

@@ -34,20 +34,27 @@ def lua_folder() -> "Traversable":
 
 
 LIBS: dict[str, tuple[str, ...]] = {
-    "chain_save": ("chain_lib",),
-    "chain_walk": ("chain_lib",),
-    "chain_delete": ("chain_lib",),
-    "chain_save_turn": ("conv_lib", "chain_lib"),
+    "chain_save": ("chain_jumps", "chain_lib"),
+    "chain_walk": ("chain_jumps",),
+    "chain_walk_slide": ("chain_jumps", "chain_lib"),
+    "chain_delete": ("chain_jumps", "chain_lib"),
+    "chain_save_turn": ("conv_lib", "chain_jumps", "chain_lib"),
 }
 """The library files sent in front of a script (Redis scripts cannot load one another).
-The item and conversation scripts add theirs in their own modules."""
+A script runs all of its libraries' definitions on every call, so each carries only
+what it uses. The item and conversation scripts add theirs in their own modules."""
+
+FILES: dict[str, str] = {"chain_walk_slide": "chain_walk"}
+"""Scripts made of another's file with other libraries in front: a walk that slides a
+TTL needs the books of per-response expiry (lua/chain_lib.lua), a plain walk does not."""
 
 
 class LuaScript:
     def __init__(self, name: str) -> None:
         self.name = name
         folder = lua_folder()
-        parts = [folder.joinpath(f"{part}.lua").read_text("utf-8") for part in (*LIBS.get(name, ()), name)]
+        parts = [folder.joinpath(f"{part}.lua").read_text("utf-8")
+                 for part in (*LIBS.get(name, ()), FILES.get(name, name))]
         self.source = "\n".join(parts)
         self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
 

@@ -99,6 +99,7 @@ class RedisChainEngine:
         self._save = script("chain_save")
         self._save_turn = script("chain_save_turn")
         self._walk = script("chain_walk")
+        self._walk_slide = script("chain_walk_slide")  # the same walk, with the books in front
         self._delete = script("chain_delete")
 
     def limit_records(self, max_record_bytes: int) -> None:
@@ -216,10 +217,11 @@ class RedisChainEngine:
         flag = b"1" if jumps else b"0"
         while True:
             first = not entries
+            slides = first and slide_ms > 0
             self.round_trips += 1
             async with translate_errors(f"thread {key!r}"):
-                result = await self._walk(self.link.client, [key], [
-                    cur, _number(left), _number(slide_ms) if first else b"0", _INLINE if first else b"-1", flag,
+                result = await (self._walk_slide if slides else self._walk)(self.link.client, [key], [
+                    cur, _number(left), _number(slide_ms) if slides else b"0", _INLINE if first else b"-1", flag,
                     _STEPS])
             status, detail = as_text(result[0]), as_text(result[1])
             if result[2] == b"r":
