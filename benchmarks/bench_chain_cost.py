@@ -22,9 +22,10 @@ from typing import Any
 import msgspec
 from redis.asyncio import Redis
 
-from _common import best_of, parser, redis_url
+from _common import parser, redis_url
 from redis_sessions import RedisResponseSessionStore, StoredResponseSession
 from redis_sessions.codec import decode_session
+from redis_sessions.responses.chain import build_snapshot
 from redis_sessions.ids import thread_of
 from redis_sessions.responses.redis_engine import INLINE_BYTES, WALK_STEPS
 from redis_sessions.responses.store import encode_record
@@ -114,16 +115,61 @@ async def server_us(r: Redis, calls: Any, n: int) -> tuple[float, float]:
     return sum(e["duration"] for e in mine) / n, max(e["duration"] for e in mine)
 
 
-async def best_server_us(r: Redis, sides: dict[str, Any], n: int, rounds: int = 5) -> dict[str, tuple[float, float]]:
-    """``server_us`` of each side, alternating, best of ``rounds``: every side sees the
-    same machine noise, and the best round the least of it."""
-    best: dict[str, tuple[float, float]] = {}
+class ServerCpu:
+    """The CPU time of the server's main thread, the one that runs every command of the
+    shard (ns, from ``/proc/<pid>/schedstat``, which the kernel keeps exactly), when the
+    server runs on this machine. Unlike a command's duration it also counts what each
+    round trip costs the server around the command: reading and parsing the request,
+    writing the reply, the event loop (about 15-30 us a round trip here, against 1 us for
+    a small HMGET's execution). SLOWLOG is off while it is read: logging each command,
+    a script's inner ones too, would be counted."""
+
+    def __init__(self, pid: int | None) -> None:
+        self.path = f"/proc/{pid}/schedstat" if pid else None
+
+    @classmethod
+    async def of(cls, r: Redis) -> "ServerCpu":
+        pid = int((await r.info("server"))["process_id"])
+        try:
+            with open(f"/proc/{pid}/comm") as comm:
+                local = comm.read().strip().startswith(("redis-server", "valkey-server"))
+        except OSError:
+            local = False
+        return cls(pid if local else None)
+
+    def ns(self) -> int:
+        assert self.path is not None
+        with open(self.path) as f:
+            return int(f.read().split()[0])
+
+    async def us(self, r: Redis, calls: Any, n: int) -> float:
+        """Main-thread CPU per call (us); NaN when the server is not on this machine."""
+        if self.path is None:
+            return float("nan")
+        await r.config_set("slowlog-log-slower-than", -1)
+        try:
+            start = self.ns()
+            for _ in range(n):
+                await calls()
+            return (self.ns() - start) / n / 1000
+        finally:
+            await r.config_set("slowlog-log-slower-than", 0)
+
+
+CPU: ServerCpu = ServerCpu(None)
+"""The benchmarked server's (set in main)."""
+
+
+async def best_server_us(r: Redis, sides: dict[str, Any], n: int, rounds: int = 5) -> dict[str, tuple[float, float, float]]:
+    """``server_us`` and ``ServerCpu.us`` of each side, alternating, best of ``rounds``:
+    every side sees the same machine noise, and the best round the least of it."""
+    took: dict[str, tuple[float, float]] = {}
+    cpu: dict[str, float] = {}
     for _ in range(rounds):
         for name, calls in sides.items():
-            got = await server_us(r, calls, n)
-            if name not in best or got[0] < best[name][0]:
-                best[name] = got
-    return best
+            took[name] = min(took.get(name, (float("inf"), 0.0)), await server_us(r, calls, n))
+            cpu[name] = min(cpu.get(name, float("inf")), await CPU.us(r, calls, n))
+    return {name: (*took[name], cpu[name]) for name in sides}
 
 
 async def stored_bytes(r: Redis, key: str, fields: list[str]) -> int:
@@ -145,15 +191,24 @@ async def chain(store: RedisResponseSessionStore, depth: int, size: int) -> list
 
 
 async def resolve_costs(r: Redis, store: RedisResponseSessionStore) -> None:
-    print("### Redis time per resolve_chain, next to one HMGET of the same records\n")
     previous = await r.script_load(PREVIOUS_WALK)
     # What any resolve in one round trip costs at the least: the records must come back
     # through a script, for only a script can learn the ancestors' names on the server.
     # This one is given the names and only returns the HMGET.
     relay = await r.script_load("return redis.call('HMGET', KEYS[1], unpack(ARGV))")
-    print("| records | depth | stored KB | round trips | resolve us | HMGET us | ratio | before: walk copying records us "
-          "| ratio | least one-round-trip script us | ratio | longest command us |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    # What any walk by parent pointers costs at the least (no checks, no limits, no lists):
+    # in one round trip, a script that follows the pointers and returns the HMGET of the
+    # records; in two, one that returns the names, then HMGET.
+    follow = "local cur, f = ARGV[1], {} while cur ~= '' do f[#f + 1] = 'd:' .. cur " \
+             "cur = redis.call('HGET', KEYS[1], 'p:' .. cur) end "
+    walk_one = await r.script_load(follow + "return redis.call('HMGET', KEYS[1], unpack(f))")
+    walk_two = await r.script_load(follow + "return f")
+
+    async def walked(key: str, leaf: str) -> None:
+        await r.hmget(key, await r.evalsha(walk_two, 1, key, leaf))
+
+    sides = ("ours", "floor", "old", "least", "walk_one", "walk_two")
+    rows: list[tuple[str, int, float, int, dict[str, tuple[float, float, float]]]] = []
     for size, label in ((0, "0.7 KB"), (20_000, "20 KB"), (4_000, "4 KB")):
         for depth in ((1000,) if size == 4_000 else (1, 10, 64)):
             ids = await chain(store, depth, size)
@@ -166,15 +221,35 @@ async def resolve_costs(r: Redis, store: RedisResponseSessionStore) -> None:
             await store.resolve_chain(leaf, max_depth=5000)
             trips = store.round_trips - before
             n = 20 if depth >= 64 else 200
-            got = await best_server_us(r, {
-                "ours": lambda: store.resolve_chain(leaf, max_depth=5000),
-                "floor": lambda: r.hmget(key, fields),
-                "old": lambda: r.evalsha(previous, 1, key, leaf, 5000, 0),
-                "least": lambda: r.evalsha(relay, 1, key, *fields),
-            }, n)
-            (ours, longest), floor, old, least = got["ours"], got["floor"][0], got["old"][0], got["least"][0]
-            print(f"| {label} | {depth} | {stored / 1024:,.1f} | {trips} | {ours:,.1f} | {floor:,.1f} | "
-                  f"{ours / floor:.2f}x | {old:,.1f} | {old / floor:.2f}x | {least:,.1f} | {least / floor:.2f}x | {longest:,} |")
+            got = await best_server_us(r, dict(zip(sides, (
+                lambda: store.resolve_chain(leaf, max_depth=5000),
+                lambda: r.hmget(key, fields),
+                lambda: r.evalsha(previous, 1, key, leaf, 5000, 0),
+                lambda: r.evalsha(relay, 1, key, *fields),
+                lambda: r.evalsha(walk_one, 1, key, leaf),
+                lambda: walked(key, leaf),
+            ))), n)
+            rows.append((label, depth, stored, trips, got))
+    head = ("| resolve us | HMGET us | ratio | before: walk copying records | least one-round-trip script: "
+            "given the names | by pointers | least two round trips: pointers, then HMGET |")
+    print("### Redis time per resolve_chain, next to one HMGET of the same records\n")
+    print("Command time (SLOWLOG: each command's execution, a script's inner commands inside it); "
+          "the least-cost columns are ratios to the HMGET.\n")
+    print("| records | depth | stored KB | round trips " + head + " longest command us |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for label, depth, stored, trips, got in rows:
+        floor = got["floor"][0]
+        print(f"| {label} | {depth} | {stored / 1024:,.1f} | {trips} | {got['ours'][0]:,.1f} | {floor:,.1f} | "
+              + " | ".join(f"{got[side][0] / floor:.2f}x" for side in ("ours", "old", "least", "walk_one", "walk_two"))
+              + f" | {got['ours'][1]:,} |")
+    print("\nRedis CPU (the main thread's, read and reply included; see ServerCpu), same runs:\n")
+    print("| records | depth " + head)
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for label, depth, stored, trips, got in rows:
+        floor = got["floor"][2]
+        print(f"| {label} | {depth} | {got['ours'][2]:,.1f} | {floor:,.1f} | "
+              + " | ".join(f"{got[side][2] / floor:.2f}x" for side in ("ours", "old", "least", "walk_one", "walk_two"))
+              + " |")
     print()
 
 
@@ -301,12 +376,41 @@ async def depth_one(r: Redis, store: RedisResponseSessionStore, rounds: int) -> 
         rid = ids[i]
         decode_session(await r.hget(f"bench:{{{thread_of(rid)}}}:chain", f"d:{rid}"), rid)
 
-    res = await best_of(rounds, {"get": (get, 2000), "resolve": (resolve, 2000), "raw": (raw, 2000)})
+    # Interleaved op by op (get, resolve, raw of one id, then the next id), so that all
+    # three see the same moment of a noisy machine; a round's ratio is of its total times,
+    # and the rounds' median is reported.
+    async def raw_items(i: int) -> None:
+        """What resolve_chain answers besides the record: the snapshot and its input items."""
+        rid = ids[i]
+        session = decode_session(await r.hget(f"bench:{{{thread_of(rid)}}}:chain", f"d:{rid}"), rid)
+        build_snapshot(rid, [session], include_incomplete=False, replay_instructions=False)
+
+    ops = {"get": get, "resolve": resolve, "raw": raw, "raw_items": raw_items}
+    orders = (("get", "resolve", "raw", "raw_items"), ("resolve", "raw", "raw_items", "get"),
+              ("raw", "raw_items", "get", "resolve"), ("raw_items", "get", "resolve", "raw"))
+    ratios: dict[str, list[float]] = {"get": [], "resolve": [], "resolve_items": []}
+    best = {name: 0.0 for name in ops}
+    clock = time.perf_counter
+    for _ in range(max(rounds, 9)):
+        spent = dict.fromkeys(ops, 0.0)
+        for i in range(2000):
+            for name in orders[i % 4]:  # each goes first, second, ... in turn: the later
+                start = clock()         # ones find the record warm in every cache
+                await ops[name](i)
+                spent[name] += clock() - start
+        for name in ops:
+            best[name] = max(best[name], 2000 / spent[name])
+        ratios["get"].append(spent["raw"] / spent["get"])
+        ratios["resolve"].append(spent["raw"] / spent["resolve"])
+        ratios["resolve_items"].append(spent["raw_items"] / spent["resolve"])
+    median = {name: sorted(v)[len(v) // 2] for name, v in ratios.items()}
     print("### Depth 1: one response, ops/s on one connection\n")
-    print("| get | resolve_chain of a root | raw HGET + decode | get / raw | resolve / raw |")
-    print("|---:|---:|---:|---:|---:|")
-    print(f"| {res['get']:,.0f} | {res['resolve']:,.0f} | {res['raw']:,.0f} | {res['get'] / res['raw']:.2f} | "
-          f"{res['resolve'] / res['raw']:.2f} |\n")
+    print("| get | resolve_chain of a root | raw HGET + decode | get / raw | resolve / raw "
+          "| resolve / (raw + the input items any resolve builds) | rounds' range |")
+    print("|---:|---:|---:|---:|---:|---:|---|")
+    print(f"| {best['get']:,.0f} | {best['resolve']:,.0f} | {best['raw']:,.0f} | {median['get']:.3f} | "
+          f"{median['resolve']:.3f} | {median['resolve_items']:.3f} | "
+          + ", ".join(f"{name.replace('_', ' + ')} {min(v):.3f}-{max(v):.3f}" for name, v in ratios.items()) + " |\n")
 
 
 async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
@@ -318,8 +422,9 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
     bare = await r.script_load("redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) "
                                "return redis.call('PEXPIRE', KEYS[1], ARGV[3])")
     print("| records | chain depth | turn us | floor us (HMGET + HSET + PEXPIRE) | ratio "
-          "| least with a save script us (HMGET + script of HSET + PEXPIRE) | ratio |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+          "| least with a save script us (HMGET + script of HSET + PEXPIRE) | ratio "
+          "| Redis CPU: turn us | floor us | ratio | least with a save script ratio |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for size, label in ((0, "0.7 KB"), (20_000, "20 KB")):
         for depth in (1, 10, 64):
             heads = [(await chain(store, depth, size))[-1] for _ in range(30)]
@@ -332,31 +437,37 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
                     await store.save(sized(rid, head, depth, size))
                     heads[i] = rid
 
-            ours = floor = least = float("inf")
-            for _ in range(3):  # best of 3 alternating rounds; each round's turns go one deeper
-                await r.slowlog_reset()
-                await turns()
-                ours = min(ours, sum(e["duration"] for e in sent(await r.slowlog_get(100_000))) / n)
-                # the floor: the records of each chain read by one HMGET, the next written by HSET + PEXPIRE
-                jobs = []
-                for head in heads:
-                    snap = await store.resolve_chain(head, max_depth=5000)
-                    key = f"bench:{{{thread_of(head)}}}:chain"
-                    jobs.append((key, [f"d:{s.id}" for s in snap.sessions[-depth:]],
-                                 encode_record(sized(head, None, 0, size))))
-                await r.slowlog_reset()
+            # the floor: the records of each chain read by one HMGET, the next written by HSET + PEXPIRE
+            jobs: list[tuple[str, list[str], bytes]] = []
+
+            async def floor_turns() -> None:
                 for key, fields, blob in jobs:
                     await r.hmget(key, fields)
                     await r.hset(key + ":floor", "d:x", blob)
                     await r.pexpire(key + ":floor", 86_400_000)
-                floor = min(floor, sum(e["duration"] for e in sent(await r.slowlog_get(100_000))) / n)
-                await r.slowlog_reset()
+
+            async def least_turns() -> None:
                 for key, fields, blob in jobs:
                     await r.hmget(key, fields)
                     await r.evalsha(bare, 1, key + ":floor", "d:x", blob, 86_400_000)
-                least = min(least, sum(e["duration"] for e in sent(await r.slowlog_get(100_000))) / n)
+
+            took = {"ours": float("inf"), "floor": float("inf"), "least": float("inf")}
+            cpu = dict(took)
+            for _ in range(3):  # best of 3 alternating rounds; each of ours goes one turn deeper
+                took["ours"] = min(took["ours"], (await server_us(r, turns, 1))[0] / n)
+                cpu["ours"] = min(cpu["ours"], await CPU.us(r, turns, 1) / n)
+                jobs[:] = []
+                for head in heads:
+                    snap = await store.resolve_chain(head, max_depth=5000)
+                    jobs.append((f"bench:{{{thread_of(head)}}}:chain", [f"d:{s.id}" for s in snap.sessions[-depth:]],
+                                 encode_record(sized(head, None, 0, size))))
+                for name, batch in (("floor", floor_turns), ("least", least_turns)):
+                    took[name] = min(took[name], (await server_us(r, batch, 1))[0] / n)
+                    cpu[name] = min(cpu[name], await CPU.us(r, batch, 1) / n)
+            ours, floor, least = took["ours"], took["floor"], took["least"]
             print(f"| {label} | {depth} | {ours:,.1f} | {floor:,.1f} | {ours / floor:.2f}x | {least:,.1f} | "
-                  f"{least / floor:.2f}x |")
+                  f"{least / floor:.2f}x | {cpu['ours']:,.1f} | {cpu['floor']:,.1f} | {cpu['ours'] / cpu['floor']:.2f}x | "
+                  f"{cpu['least'] / cpu['floor']:.2f}x |")
     print()
 
 
@@ -385,11 +496,15 @@ def _worker(url: str, rounds: int, ready: Any, go: Any, out: Any) -> None:
 async def gateway_loop(r: Redis, url: str) -> None:
     import multiprocessing
     print("### The gateway loop: processes each continuing 20 conversations of 0.7 KB turns 25 times (depth 10 to 35)\n")
-    print("| processes | turns/s | Redis us per turn | worker CPU us per turn |")
-    print("|---:|---:|---:|---:|")
+    print("| processes | turns/s | Redis us per turn (commands) | Redis CPU us per turn (main thread) "
+          "| worker CPU us per turn |")
+    print("|---:|---:|---:|---:|---:|")
     ctx = multiprocessing.get_context("spawn")
     loop = asyncio.get_running_loop()
-    for procs in (1, 2, 4):
+
+    async def run(procs: int, logged: bool) -> tuple[float, float, float, int]:
+        """Wall seconds, Redis us (SLOWLOG when ``logged``, else main-thread CPU), worker
+        CPU seconds, turns."""
         ready, go, out = ctx.Queue(), ctx.Event(), ctx.Queue()
         workers = [ctx.Process(target=_worker, args=(url, 25, ready, go, out)) for _ in range(procs)]
         for w in workers:
@@ -397,16 +512,25 @@ async def gateway_loop(r: Redis, url: str) -> None:
         for _ in workers:
             await loop.run_in_executor(None, ready.get)
         await r.slowlog_reset()
+        await r.config_set("slowlog-log-slower-than", 0 if logged else -1)
+        cpu0 = CPU.ns() if CPU.path else 0
         start = time.perf_counter()
         go.set()
         results = [await loop.run_in_executor(None, out.get) for _ in workers]
         wall = time.perf_counter() - start
+        server = (CPU.ns() - cpu0) / 1000 if CPU.path else float("nan")
+        await r.config_set("slowlog-log-slower-than", 0)
         for w in workers:
             w.join()
-        top = sum(e["duration"] for e in sent(await r.slowlog_get(100_000)))
-        turns = sum(d for d, _ in results)
-        cpu = sum(c for _, c in results)
-        print(f"| {procs} | {turns / wall:,.0f} | {top / turns:,.1f} | {cpu / turns * 1e6:,.0f} |")
+        if logged:
+            server = sum(e["duration"] for e in sent(await r.slowlog_get(100_000)))
+        return wall, server, sum(c for _, c in results), sum(d for d, _ in results)
+
+    for procs in (1, 2, 4):
+        _, commands, _, logged_turns = await run(procs, True)
+        wall, server_cpu, cpu, turns = await run(procs, False)  # the turns/s of a server not logging
+        print(f"| {procs} | {turns / wall:,.0f} | {commands / logged_turns:,.1f} | {server_cpu / turns:,.1f} | "
+              f"{cpu / turns * 1e6:,.0f} |")
     print()
 
 
@@ -416,6 +540,8 @@ async def main() -> None:
         r = Redis.from_url(url)
         await r.config_set("slowlog-log-slower-than", 0)
         await r.config_set("slowlog-max-len", 100_000)
+        global CPU
+        CPU = await ServerCpu.of(r)
         store = RedisResponseSessionStore(r, key_prefix="bench", max_depth=5000)
         await resolve_costs(r, store)
         await inline_threshold(r, store)
