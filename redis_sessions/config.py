@@ -57,10 +57,10 @@ class SessionConfig(BaseSettings):
     response_expiry: bool = True
     """Each response expires on its own once no live response descends from it (threads
     stop growing); False: a thread expires whole, as before this version."""
-    compact_records: bool = False
-    """Records leave out the ids their reader knows (about 110 bytes of a gateway's small
-    response). Versions before this one cannot read such records: turn it on once none
-    reads the store."""
+    compact_records: bool = True
+    """Records leave out the ids their reader knows (about 108 bytes of a gateway's small
+    response). Builds before compact records cannot read them (they refuse them as
+    corrupt): while such a worker still reads the store, set False."""
     max_batch_bytes: int = Field(default=MAX_BATCH_BYTES, ge=1024)
     """Item sessions: the most bytes one ``add_items`` call may add (its items, encoded)."""
 

@@ -149,7 +149,7 @@ def test_a_compact_record_is_refused_loudly_by_a_reader_that_does_not_know_it():
 
 
 async def test_compact_records_are_what_the_server_stores(redis_backend):
-    full, compact = make_store(redis_backend), make_store(redis_backend, compact_records=True)
+    full, compact = make_store(redis_backend, compact_records=False), make_store(redis_backend)
     a = await compact.new_response_id()
     b = await full.new_response_id()
     await compact.save(record(a))

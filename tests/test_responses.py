@@ -356,8 +356,8 @@ async def test_a_root_minted_here_is_resolved_by_one_plain_read_and_its_record_d
 async def test_compact_records_read_alike_and_mix_with_full_ones_in_one_chain(backend):
     """compact_records=True leaves out the ids a reader knows; a chain may hold both forms
     (a fleet turning it on), and every store reads both the same."""
-    full = make_store(backend)
-    compact = make_store(backend, compact_records=True)
+    full = make_store(backend, compact_records=False)
+    compact = make_store(backend)  # the default
     sessions: list = []
     parent = None
     for i in range(6):

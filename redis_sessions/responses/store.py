@@ -202,7 +202,7 @@ class ChainStore:
         timeout: float | None,
         conversations: Any = None,
         response_expiry: bool = True,
-        compact_records: bool = False,
+        compact_records: bool = True,
     ) -> None:
         self._ttl_ms = validate.ttl_ms(ttl_seconds)
         self.response_expiry = validate.flag(response_expiry, "response_expiry")
@@ -210,8 +210,9 @@ class ChainStore:
         books of :mod:`.books`); False: a thread expires whole, as before this version."""
         self.compact_records = validate.flag(compact_records, "compact_records")
         """Records leave out the ids their reader knows (about 108 bytes of a gateway's
-        response). Every version from this one reads both forms; versions before it
-        cannot read compact records, so turn it on once no older worker reads the store."""
+        response). Every build since compact records reads both forms; one from before
+        them refuses a compact record as corrupt, so while such a worker still reads the
+        store, pass False."""
         self.conversations = conversations
         """The conversation store a response with ``conversation_id`` appends its turn to,
         in the same step as its save (None: such responses are saved like any other)."""
@@ -599,7 +600,7 @@ class RedisResponseSessionStore(ChainStore):
         replica_ack_timeout: float = DEFAULT_ACK_TIMEOUT,
         conversations: Any = None,
         response_expiry: bool = True,
-        compact_records: bool = False,
+        compact_records: bool = True,
     ) -> None:
         """``client``: a redis-py asyncio ``Redis`` or ``RedisCluster``, never closed here.
         ``timeout``: seconds one call may take in total, retries included (None: no budget).
@@ -675,7 +676,7 @@ class MemoryResponseSessionStore(ChainStore):
         clock: Clock = system_clock,
         conversations: Any = None,
         response_expiry: bool = True,
-        compact_records: bool = False,
+        compact_records: bool = True,
     ) -> None:
         """``conversations``: a :class:`MemoryConversationStore` with the same prefix; a
         response saved with ``conversation_id`` then appends its turn to it atomically."""
