@@ -61,6 +61,12 @@ async def test_a_shorter_ttl_never_shortens_a_chain(redis_backend):
     assert await redis_backend.client.pttl(key) == -1
     await short.save(record(new_response_id(c), c))
     assert await redis_backend.client.pttl(key) == -1
+    # ... and a longer one lengthens it (the save's PEXPIRE ... GT: only a later deadline)
+    x, = await build_chain(short, 1)
+    other = long.keys.thread(thread_of(x))
+    assert 0 < await redis_backend.client.pttl(other) <= 10_000
+    await long.save(record(new_response_id(x), x))
+    assert await redis_backend.client.pttl(other) > 900_000
 
 
 @pytest.mark.parametrize("sliding", [False, True])
