@@ -374,7 +374,7 @@ async def depth_one(r: Redis, store: RedisResponseSessionStore, rounds: int) -> 
 
     async def raw(i: int) -> None:
         rid = ids[i]
-        decode_session(await r.hget(f"bench:{{{thread_of(rid)}}}:chain", f"d:{rid}"), rid)
+        decode_session(await r.hget(f"bench:{{{thread_of(rid)}}}:chain", f"d:{rid}"), rid, rid)
 
     # Interleaved op by op (get, resolve, raw of one id, then the next id), so that all
     # three see the same moment of a noisy machine; a round's ratio is of its total times,
@@ -382,7 +382,7 @@ async def depth_one(r: Redis, store: RedisResponseSessionStore, rounds: int) -> 
     async def raw_items(i: int) -> None:
         """What resolve_chain answers besides the record: the snapshot and its input items."""
         rid = ids[i]
-        session = decode_session(await r.hget(f"bench:{{{thread_of(rid)}}}:chain", f"d:{rid}"), rid)
+        session = decode_session(await r.hget(f"bench:{{{thread_of(rid)}}}:chain", f"d:{rid}"), rid, rid)
         build_snapshot(rid, [session], include_incomplete=False, replay_instructions=False)
 
     ops = {"get": get, "resolve": resolve, "raw": raw, "raw_items": raw_items}

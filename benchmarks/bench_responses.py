@@ -81,7 +81,7 @@ async def main() -> None:
         async def raw_get(i: int) -> None:
             rid = read_ids[i]
             data = await client.hget(f"bench:{{{thread_of(rid)}}}:chain", f"d:{rid}")
-            decode_session(data, rid)
+            decode_session(data, rid, rid)
 
         get = await best_of(args.rounds, {"ours": (ours_get, n), "raw": (raw_get, n)})
 
@@ -114,7 +114,7 @@ async def main() -> None:
                 while cur:
                     hops["n"] += 1
                     data = await client.hget(key, f"d:{cur}")
-                    session = decode_session(data, cur)
+                    session = decode_session(data, cur, cur)
                     sessions.append(session)
                     cur = session.previous_response_id
                 assert len(sessions) == depth
