@@ -160,16 +160,28 @@ CPU: ServerCpu = ServerCpu(None)
 """The benchmarked server's (set in main)."""
 
 
-async def best_server_us(r: Redis, sides: dict[str, Any], n: int, rounds: int = 5) -> dict[str, tuple[float, float, float]]:
-    """``server_us`` and ``ServerCpu.us`` of each side, alternating, best of ``rounds``:
-    every side sees the same machine noise, and the best round the least of it."""
+async def best_server_us(r: Redis, sides: dict[str, Any], n: int, rounds: int = 5) -> dict[str, tuple[float, float, list[float]]]:
+    """``server_us`` of each side, best of ``rounds`` (every side sees the same machine
+    noise, and the best round the least of it), and ``ServerCpu.us`` of each round, the
+    sides alternating: a CPU ratio is taken round by round (``cpu_ratio``)."""
     took: dict[str, tuple[float, float]] = {}
-    cpu: dict[str, float] = {}
+    cpu: dict[str, list[float]] = {name: [] for name in sides}
     for _ in range(rounds):
         for name, calls in sides.items():
             took[name] = min(took.get(name, (float("inf"), 0.0)), await server_us(r, calls, n))
-            cpu[name] = min(cpu.get(name, float("inf")), await CPU.us(r, calls, n))
+            cpu[name].append(await CPU.us(r, calls, n))
     return {name: (*took[name], cpu[name]) for name in sides}
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if len(ordered) % 2 else sum(ordered[len(ordered) // 2 - 1:][:2]) / 2
+
+
+def cpu_ratio(side: list[float], floor: list[float]) -> float:
+    """The median over rounds of each round's ratio: both sides measured at one moment of
+    a noisy machine, and no one lucky or unlucky round deciding."""
+    return median([a / b for a, b in zip(side, floor)])
 
 
 async def stored_bytes(r: Redis, key: str, fields: list[str]) -> int:
@@ -242,13 +254,14 @@ async def resolve_costs(r: Redis, store: RedisResponseSessionStore) -> None:
         print(f"| {label} | {depth} | {stored / 1024:,.1f} | {trips} | {got['ours'][0]:,.1f} | {floor:,.1f} | "
               + " | ".join(f"{got[side][0] / floor:.2f}x" for side in ("ours", "old", "least", "walk_one", "walk_two"))
               + f" | {got['ours'][1]:,} |")
-    print("\nRedis CPU (the main thread's, read and reply included; see ServerCpu), same runs:\n")
+    print("\nRedis CPU (the main thread's, read and reply included; see ServerCpu), same runs: "
+          "medians of 5 rounds, each ratio taken round by round:\n")
     print("| records | depth " + head)
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for label, depth, stored, trips, got in rows:
         floor = got["floor"][2]
-        print(f"| {label} | {depth} | {got['ours'][2]:,.1f} | {floor:,.1f} | "
-              + " | ".join(f"{got[side][2] / floor:.2f}x" for side in ("ours", "old", "least", "walk_one", "walk_two"))
+        print(f"| {label} | {depth} | {median(got['ours'][2]):,.1f} | {median(floor):,.1f} | "
+              + " | ".join(f"{cpu_ratio(got[side][2], floor):.2f}x" for side in ("ours", "old", "least", "walk_one", "walk_two"))
               + " |")
     print()
 
@@ -454,10 +467,10 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
                     await r.evalsha(bare, 1, key + ":floor", "d:x", blob, 86_400_000)
 
             took = {"ours": float("inf"), "floor": float("inf"), "least": float("inf")}
-            cpu = dict(took)
-            for _ in range(3):  # best of 3 alternating rounds; each of ours goes one turn deeper
+            cpu: dict[str, list[float]] = {"ours": [], "floor": [], "least": []}
+            for _ in range(5):  # best of 5 alternating rounds (CPU: medians); each of ours goes one turn deeper
                 took["ours"] = min(took["ours"], (await server_us(r, turns, 1))[0] / n)
-                cpu["ours"] = min(cpu["ours"], await CPU.us(r, turns, 1) / n)
+                cpu["ours"].append(await CPU.us(r, turns, 1) / n)
                 jobs[:] = []
                 for head in heads:
                     snap = await store.resolve_chain(head, max_depth=5000)
@@ -465,11 +478,11 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
                                  encode_record(sized(head, None, 0, size))))
                 for name, batch in (("floor", floor_turns), ("least", least_turns)):
                     took[name] = min(took[name], (await server_us(r, batch, 1))[0] / n)
-                    cpu[name] = min(cpu[name], await CPU.us(r, batch, 1) / n)
+                    cpu[name].append(await CPU.us(r, batch, 1) / n)
             ours, floor, least = took["ours"], took["floor"], took["least"]
             print(f"| {label} | {depth} | {ours:,.1f} | {floor:,.1f} | {ours / floor:.2f}x | {least:,.1f} | "
-                  f"{least / floor:.2f}x | {cpu['ours']:,.1f} | {cpu['floor']:,.1f} | {cpu['ours'] / cpu['floor']:.2f}x | "
-                  f"{cpu['least'] / cpu['floor']:.2f}x |")
+                  f"{least / floor:.2f}x | {median(cpu['ours']):,.1f} | {median(cpu['floor']):,.1f} | "
+                  f"{cpu_ratio(cpu['ours'], cpu['floor']):.2f}x | {cpu_ratio(cpu['least'], cpu['floor']):.2f}x |")
     print()
 
 
