@@ -29,6 +29,13 @@ local function ms_now()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- One TTL for the whole thread, never shortened, so no ancestor expires before a
+-- descendant: GT sets only a later deadline, and a key without one keeps none. A key
+-- that did not exist before this script has none to compare with (``made``).
+local function ttl_lengthened(key, ttl, made)
+  if made then redis.call('PEXPIRE', key, ttl) else redis.call('PEXPIRE', key, ttl, 'GT') end
+end
+
 -- The books as they stand: mode 'new' (no record yet), 'on' (kept), 'off' (none: a
 -- thread from before them, or one they were stopped for), 'taint' (something that does
 -- not keep them wrote past them); L, c, which of L, c, r exist (for books_close), and
@@ -219,15 +226,7 @@ local function save_write(key, A, st)
   local is_new_leaf = keep and not st.exists and deadline
   if is_new_leaf then args[#args + 1], args[#args + 2] = 'e:' .. id, string.format('%.0f', deadline) end
   redis.call('HSET', key, unpack(args))
-  -- One TTL for the whole thread: never shortened, so no ancestor expires before a descendant
-  -- (GT: only a later deadline is set, and a key without one keeps none).
-  if ttl == 0 then
-    redis.call('PERSIST', key)
-  elseif b.len == 0 then
-    redis.call('PEXPIRE', key, ttl)  -- a new key
-  else
-    redis.call('PEXPIRE', key, ttl, 'GT')
-  end
+  if ttl == 0 then redis.call('PERSIST', key) else ttl_lengthened(key, ttl, b.len == 0) end
   if not keep then
     if b.mode == 'on' or b.mode == 'taint' then books_off(key) end
     return
@@ -254,8 +253,7 @@ end
 -- deadline moves, a record with children keeps it for when they are gone.
 local function slide_walked(key, start, ttl)
   local b = books_read(key)
-  local left = redis.call('PTTL', key)
-  if left >= 0 and left < ttl then redis.call('PEXPIRE', key, ttl) end
+  ttl_lengthened(key, ttl, false)  -- the walk found a record: the key exists
   if b.mode == 'on' then
     local deadline = ms_now() + ttl
     local L, leaf = leaf_renewed(key, b.L, start, deadline)
