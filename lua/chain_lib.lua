@@ -58,9 +58,11 @@ local function books_of(len, r, c, L, ops, w)
   return b
 end
 
+-- The fields books_of is made from, in its order: a caller's first read starts with them.
+local BOOK_FIELDS = {'r', 'c', 'L', 'ops', 'w'}
+
 local function books_read(key)
-  local got = redis.call('HMGET', key, 'r', 'c', 'L', 'ops', 'w')
-  return books_of(redis.call('HLEN', key), got[1], got[2], got[3], got[4], got[5])
+  return books_of(redis.call('HLEN', key), unpack(redis.call('HMGET', key, unpack(BOOK_FIELDS))))
 end
 
 local function leaves_remove(L, id)
@@ -164,11 +166,12 @@ end
 local function save_check(key, A)
   local id, parent, blob = A[1], A[2], A[6]
   local token = A[9] or ''
-  local fields = {'ops', 'p:' .. id, 'p:' .. parent, 'r', 'c', 'L', 'w'}
+  local fields = {unpack(BOOK_FIELDS)}
+  fields[6], fields[7] = 'p:' .. id, 'p:' .. parent
   local jumps = keeps_jumps(parent, #blob)
   if jumps then fields[8] = 'j:' .. parent end
   local got = redis.call('HMGET', key, unpack(fields))
-  local ring, old = got[1] or '', got[2]
+  local ring, old, parent_link, above = got[4] or '', got[6], got[7], jumps and got[8]
   if token ~= '' and string.find(ring, token, 1, true) then return {'ok', id} end
 
   local want = A[4]
@@ -186,7 +189,7 @@ local function save_check(key, A)
   end
 
   if parent ~= '' then
-    if not got[3] then return {'parent_missing', parent} end
+    if not parent_link then return {'parent_missing', parent} end
     if exists then
       -- Re-parenting an existing record must not make it its own ancestor.
       local cur, steps, limit = parent, 0, tonumber(A[8])
@@ -197,8 +200,8 @@ local function save_check(key, A)
       end
     end
   end
-  return nil, {ring = ring, exists = exists, old = exists and old or '', above = jumps and got[8],
-               books = books_of(redis.call('HLEN', key), got[4], got[5], got[6], got[1], got[7])}
+  return nil, {ring = ring, exists = exists, old = exists and old or '', above = above,
+               books = books_of(redis.call('HLEN', key), unpack(got, 1, #BOOK_FIELDS))}
 end
 
 -- The save's writes; nothing here can fail. A[11] '1': keep the books of
