@@ -167,11 +167,11 @@ local function save_check(key, A)
   local id, parent, blob = A[1], A[2], A[6]
   local token = A[9] or ''
   local fields = {unpack(BOOK_FIELDS)}
-  fields[6], fields[7] = 'p:' .. id, 'p:' .. parent
+  fields[6], fields[7], fields[8], fields[9] = 'p:' .. id, 'p:' .. parent, 'e:' .. parent, 'k:' .. parent
   local jumps = keeps_jumps(parent, #blob)
-  if jumps then fields[8] = 'j:' .. parent end
+  if jumps then fields[10] = 'j:' .. parent end
   local got = redis.call('HMGET', key, unpack(fields))
-  local ring, old, parent_link, above = got[4] or '', got[6], got[7], jumps and got[8]
+  local ring, old, parent_link, above = got[4] or '', got[6], got[7], jumps and got[10]
   if token ~= '' and string.find(ring, token, 1, true) then return {'ok', id} end
 
   local want = A[4]
@@ -200,8 +200,45 @@ local function save_check(key, A)
       end
     end
   end
+  -- ``fresh``: no p: field yet (nor d:, written and deleted with it). ``parent_leaf``
+  -- and ``parent_k``: the parent's e: and k: fields, what child_added would find. (A
+  -- field HMGET does not find reads as false in Lua, not nil.)
   return nil, {ring = ring, exists = exists, old = exists and old or '', above = above,
+               fresh = not old, has_ops = got[4] and true, has_w = got[5] and true,
+               parent_leaf = parent ~= '' and got[8] and true, parent_k = tonumber(got[9] or ''),
                books = books_of(redis.call('HLEN', key), unpack(got, 1, #BOOK_FIELDS))}
+end
+
+-- A new leaf's books, written with the record in its one HSET (the common save: five
+-- or six calls where the general path below makes eight or more). What child_added,
+-- leaves_insert and books_close would leave is made from what save_check read: the
+-- parent loses its leaf mark (e:) or counts one more child (k:), L gains the leaf, c
+-- one more record, and r the field count this HSET leaves, from the fields it adds
+-- (``adds``: those of the record's own write, counted by the caller, then the books');
+-- HSET's own count of them confirms it (a field left by a hand edit is counted right).
+-- Returns false, having written nothing, when a leaf is due for removal: the general
+-- path prunes it.
+local function new_leaf_saved(key, args, adds, st, parent, id, deadline, now)
+  local b = st.books
+  local L = b.L
+  if st.parent_leaf then L = leaves_remove(L, parent) end
+  L = leaves_insert(L, id, deadline)
+  if L == '' or tonumber(string.sub(L, 1, 13)) < now then return false end
+  local gone = 0
+  if st.parent_leaf then
+    gone = redis.call('HDEL', key, 'e:' .. parent)
+  elseif parent ~= '' then
+    args[#args + 1], args[#args + 2] = 'k:' .. parent, st.parent_k and st.parent_k + 1 or 2
+    if not st.parent_k then adds = adds + 1 end
+  end
+  adds = adds + (1 - b.has_L) + (1 - b.has_c) + (1 - b.has_r)
+  local before = b.len - gone
+  args[#args + 1], args[#args + 2] = 'L', L
+  args[#args + 1], args[#args + 2] = 'c', b.c + 1
+  args[#args + 1], args[#args + 2] = 'r', before + adds - 1
+  local added = redis.call('HSET', key, unpack(args))
+  if added ~= adds then redis.call('HSET', key, 'r', before + added - 1) end
+  return true
 end
 
 -- The save's writes; nothing here can fail. A[11] '1': keep the books of
@@ -228,6 +265,12 @@ local function save_write(key, A, st)
   end
   local is_new_leaf = keep and not st.exists and deadline
   if is_new_leaf then args[#args + 1], args[#args + 2] = 'e:' .. id, string.format('%.0f', deadline) end
+  -- the fields the record's write adds: d:, p: and e: of a fresh record, w, j: and ops if new
+  local adds = 3 + (jumps and 1 or 0) + (st.has_w and 0 or 1) + ((token ~= '' and not st.has_ops) and 1 or 0)
+  if is_new_leaf and st.fresh and new_leaf_saved(key, args, adds, st, parent, id, deadline, now) then
+    ttl_lengthened(key, ttl, b.len == 0)
+    return
+  end
   redis.call('HSET', key, unpack(args))
   if ttl == 0 then redis.call('PERSIST', key) else ttl_lengthened(key, ttl, b.len == 0) end
   if not keep then

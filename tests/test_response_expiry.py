@@ -11,6 +11,7 @@ import pytest
 
 from chains import all_keys, make_store, record
 from redis_sessions import ErrorCode, SessionError
+from redis_sessions.ids import thread_of
 from redis_sessions.responses import books
 
 TTL = 30
@@ -183,3 +184,21 @@ async def test_real_ttls_remove_an_abandoned_branch(real_backend: Any) -> None:
     assert [s.id for s in (await store.resolve_chain(last)).sessions] == [root, turn, later, last]
     fields = await fields_of(real_backend, store, last)
     assert books.number(fields["c"]) == 4 and books.number(fields["r"]) == len(fields) - 1
+
+
+async def test_a_new_leaf_counts_the_fields_its_save_really_added(redis_backend: Any) -> None:
+    """The common save writes the books with the record and predicts the field count from
+    which fields are new; a field already there that the prediction took for new (a
+    stale e: of the id, left by a hand edit the books still agree with) must not leave the
+    count one off, which would stop the thread's books for good."""
+    store = make_store(redis_backend, ttl_seconds=TTL)
+    root = await save(store, "ext-root", None)
+    rid = await store.new_response_id(root)
+    key = store.keys.thread(str(thread_of(root)))
+    await redis_backend.client.hset(key, f"e:{rid}", "1")
+    await redis_backend.client.hincrby(key, "r", 1)  # the books still agree with the hash
+    await store.save(record(rid, root, "ext-child"))
+    fields = await fields_of(redis_backend, store, rid)
+    assert books.number(fields["r"]) == len(fields) - 1
+    assert books.number(fields["c"]) == 2
+    assert books.mode(fields) == "on"
