@@ -470,18 +470,28 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for size, label in ((0, "0.7 KB"), (20_000, "20 KB")):
         for depth in (1, 10, 64):
-            heads = [(await chain(store, depth, size))[-1] for _ in range(30)]
-            n = len(heads)
+            # Each measurement has chains of its own, made for it, exactly ``depth`` deep,
+            # and every side reads the same records: ours resolves each chain and saves its
+            # next turn; the others HMGET its records and write a record of the same size.
+            heads: list[str] = []
+            jobs: list[tuple[str, list[str], bytes]] = []
+
+            async def fresh() -> None:
+                heads[:], jobs[:] = [], []
+                for _ in range(30):
+                    ids = await chain(store, depth, size)
+                    key = f"bench:{{{thread_of(ids[-1])}}}:chain"
+                    heads.append(ids[-1])
+                    jobs.append((key, [f"d:{x}" for x in ids], encode_record(sized(ids[-1], None, 0, size))))
+                    # the books' sketch saves into a copy of the head's books, the head a leaf
+                    leaf = f"{int(time.time() * 1000) + 86_400_000:013d} {ids[-1]}\n"
+                    await r.hset(key + ":books", mapping={f"p:{ids[-1]}": "", f"e:{ids[-1]}": leaf[:13], "L": leaf})
 
             async def turns() -> None:
-                for i, head in enumerate(heads):
+                for head in heads:
                     await store.resolve_chain(head, max_depth=5000)
                     rid = await store.new_response_id(head)
                     await store.save(sized(rid, head, depth, size))
-                    heads[i] = rid
-
-            # the floor: the records of each chain read by one HMGET, the next written by HSET + PEXPIRE
-            jobs: list[tuple[str, list[str], bytes]] = []
 
             async def floor_turns() -> None:
                 for key, fields, blob in jobs:
@@ -494,34 +504,25 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
                     await r.hmget(key, fields)
                     await r.evalsha(bare, 1, key + ":floor", "d:x", blob, 86_400_000)
 
-            runs = [0]
-
             async def booked_turns() -> None:
-                # on a copy of each head's books, made for each of a round's two runs: the
-                # head a leaf, as it is for ours
-                copy, runs[0] = f":books{runs[0] % 2}", runs[0] + 1
-                for i, (key, fields, blob) in enumerate(jobs):
+                for (key, fields, blob), head in zip(jobs, heads):
                     await r.hmget(key, fields)
-                    await r.evalsha(booked, 1, key + copy, f"x{secrets.token_hex(8)}", heads[i], blob,
+                    await r.evalsha(booked, 1, key + ":books", f"x{secrets.token_hex(8)}", head, blob,
                                     secrets.token_hex(8), 86_400_000)
 
-            took = {"ours": float("inf"), "floor": float("inf"), "least": float("inf"), "booked": float("inf")}
-            cpu: dict[str, list[float]] = {"ours": [], "floor": [], "least": [], "booked": []}
-            for _ in range(5):  # best of 5 alternating rounds (CPU: medians); each of ours goes one turn deeper
-                took["ours"] = min(took["ours"], (await server_us(r, turns, 1))[0] / n)
-                cpu["ours"].append(await CPU.us(r, turns, 1) / n)
-                jobs[:] = []
-                for head in heads:
-                    snap = await store.resolve_chain(head, max_depth=5000)
-                    key = f"bench:{{{thread_of(head)}}}:chain"
-                    jobs.append((key, [f"d:{s.id}" for s in snap.sessions[-depth:]],
-                                 encode_record(sized(head, None, 0, size))))
-                    leaf = f"{int(time.time() * 1000) + 86_400_000:013d} {head}\n"
-                    for copy in (":books0", ":books1"):
-                        await r.hset(key + copy, mapping={f"p:{head}": "", f"e:{head}": leaf[:13], "L": leaf})
-                for name, batch in (("floor", floor_turns), ("least", least_turns), ("booked", booked_turns)):
-                    took[name] = min(took[name], (await server_us(r, batch, 1))[0] / n)
-                    cpu[name].append(await CPU.us(r, batch, 1) / n)
+            sides = {"ours": turns, "floor": floor_turns, "least": least_turns, "booked": booked_turns}
+            took = dict.fromkeys(sides, float("inf"))
+            cpu: dict[str, list[float]] = {name: [] for name in sides}
+            n = 30
+            for _ in range(5):  # best of 5 alternating rounds (CPU: medians of per-round ratios)
+                for measured in ("time", "cpu"):
+                    await fresh()
+                    for name, batch in sides.items():
+                        if measured == "time":
+                            took[name] = min(took[name], (await server_us(r, batch, 1))[0] / n)
+                        else:
+                            cpu[name].append(await CPU.us(r, batch, 1) / n)
+                    await r.delete(*[k + suffix for k, _, _ in jobs for suffix in ("", ":floor", ":books")])
             ours, floor, least, books = took["ours"], took["floor"], took["least"], took["booked"]
             print(f"| {label} | {depth} | {ours:,.1f} | {floor:,.1f} | {ours / floor:.2f}x | {least:,.1f} | "
                   f"{least / floor:.2f}x | {books:,.1f} | {books / floor:.2f}x | {median(cpu['ours']):,.1f} | "
