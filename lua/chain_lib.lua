@@ -224,20 +224,20 @@ local function new_leaf_saved(key, args, adds, st, parent, id, deadline, now)
   if st.parent_leaf then L = leaves_remove(L, parent) end
   L = leaves_insert(L, id, deadline)
   if L == '' or tonumber(string.sub(L, 1, 13)) < now then return false end
-  local gone = 0
-  if st.parent_leaf then
-    gone = redis.call('HDEL', key, 'e:' .. parent)
-  elseif parent ~= '' then
+  local gone = st.parent_leaf and 1 or 0
+  if not st.parent_leaf and parent ~= '' then
     args[#args + 1], args[#args + 2] = 'k:' .. parent, st.parent_k and st.parent_k + 1 or 2
     if not st.parent_k then adds = adds + 1 end
   end
   adds = adds + (1 - b.has_L) + (1 - b.has_c) + (1 - b.has_r)
-  local before = b.len - gone
   args[#args + 1], args[#args + 2] = 'L', L
   args[#args + 1], args[#args + 2] = 'c', b.c + 1
-  args[#args + 1], args[#args + 2] = 'r', before + adds - 1
+  args[#args + 1], args[#args + 2] = 'r', b.len - gone + adds - 1
+  -- The HSET is the first write: a full server (maxmemory, noeviction) refuses a
+  -- script's first write that may grow memory, and then nothing is written at all.
   local added = redis.call('HSET', key, unpack(args))
-  if added ~= adds then redis.call('HSET', key, 'r', before + added - 1) end
+  local removed = st.parent_leaf and redis.call('HDEL', key, 'e:' .. parent) or 0
+  if added ~= adds or removed ~= gone then redis.call('HSET', key, 'r', b.len - removed + added - 1) end
   return true
 end
 

@@ -28,6 +28,7 @@ from redis_sessions import (
     create_response_session_store,
     new_response_id,
 )
+from redis_sessions.ids import thread_of
 from servers import RedisProcess, free_port
 
 BAD_TTLS = ["60", True, 0, -1, float("inf"), float("nan"), 10**17]
@@ -205,6 +206,9 @@ def test_a_given_client_used_from_another_loop_is_a_coded_error(own_server: Serv
 @pytest.mark.parametrize("own_server", [("--maxmemory", "2mb", "--maxmemory-policy", "noeviction")], indirect=True)
 async def test_a_full_server_is_its_own_code_and_writes_nothing(own_server: Server) -> None:
     client = Redis.from_url(own_server.url)
+    store = RedisResponseSessionStore(client, key_prefix="full")
+    parent = new_response_id()
+    await store.save(record(parent))  # a leaf, whose child's save removes its leaf mark
     filler = b"x" * 65536
     i = 0
     while True:  # fill the server until it refuses
@@ -213,12 +217,16 @@ async def test_a_full_server_is_its_own_code_and_writes_nothing(own_server: Serv
         except Exception:
             break
         i += 1
-    store = RedisResponseSessionStore(client, key_prefix="full")
     session = RedisSession("s", client=client, key_prefix="full")
     before = await client.dbsize()
+    thread = await client.hgetall(store.keys.thread(str(thread_of(parent))))
     with pytest.raises(SessionError) as err:
         await store.save(record(new_response_id(), text="y" * 200_000))
     assert err.value.code is ErrorCode.BACKEND_FULL and err.value.http_status == 507
+    with pytest.raises(SessionError) as err:  # a child: its save writes more than the record
+        await store.save(record(new_response_id(parent), parent, text="y" * 200_000))
+    assert err.value.code is ErrorCode.BACKEND_FULL
+    assert await client.hgetall(store.keys.thread(str(thread_of(parent)))) == thread
     with pytest.raises(SessionError) as err:
         await session.add_items([{"role": "user", "content": "y" * 200_000}])
     assert err.value.code is ErrorCode.BACKEND_FULL
