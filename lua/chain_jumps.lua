@@ -37,26 +37,31 @@ end
 local function jump_list(key, parent, size, above)
   if not keeps_jumps(parent, size) then return nil end
   local want = math.min(JUMPS, math.floor(size / JUMP_BYTES))
-  local names, ends = {parent}, false
   local bar1, bar2, count
   if above then bar1, bar2, count = jump_parts(above) end
   if count then
-    for a in string.gmatch(string.sub(above, bar2 + 1), '%S+') do
-      if #names >= want then break end
-      names[#names + 1] = a
+    -- The parent, then the first want - 1 names of its list, cut from the list as they
+    -- stand in it: a string per name and their concat took 10 us a list of 16, this 4.
+    local from, taken, stop, last_from = bar2 + 1, 0, bar2, nil
+    while taken < want - 1 and from <= #above do
+      last_from, stop = from, (string.find(above, ' ', from, true) or #above + 1) - 1
+      taken, from = taken + 1, stop + 2
     end
     -- its list ends at a root, and all of it fits in this one
-    ends = bar2 == bar1 + 1 and #names - 1 == count
-  else
-    local cur = parent
-    while #names < want do
-      cur = redis.call('HGET', key, 'p:' .. cur)
-      if not cur or cur == '' then ends = true; break end
-      names[#names + 1] = cur
-    end
-    if #names == want and not ends then
-      ends = (redis.call('HGET', key, 'p:' .. names[#names]) or '') == ''
-    end
+    local ends = bar2 == bar1 + 1 and taken == count
+    local tail = taken > 0 and ' ' .. string.sub(above, bar2 + 1, stop) or ''
+    return (taken + 1) .. ' ' .. (ends and '' or (taken > 0 and string.sub(above, last_from, stop) or parent))
+           .. ' ' .. parent .. tail
+  end
+  -- no list above: the pointers, followed that far
+  local names, ends, cur = {parent}, false, parent
+  while #names < want do
+    cur = redis.call('HGET', key, 'p:' .. cur)
+    if not cur or cur == '' then ends = true; break end
+    names[#names + 1] = cur
+  end
+  if #names == want and not ends then
+    ends = (redis.call('HGET', key, 'p:' .. names[#names]) or '') == ''
   end
   return #names .. ' ' .. (ends and '' or names[#names]) .. ' ' .. table.concat(names, ' ')
 end
