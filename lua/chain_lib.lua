@@ -114,11 +114,16 @@ local function child_removed(key, P, deadline, L)
   return leaves_insert(L, P, deadline)
 end
 
--- Remove up to PRUNE leaves whose deadline has passed (Redis's rule: alive through
--- its deadline millisecond). Returns L and how many records went.
+-- Whether L's soonest leaf is past its deadline (Redis's rule: alive through its
+-- deadline millisecond).
+local function leaf_due(L, now)
+  return #L > 0 and tonumber(string.sub(L, 1, 13)) < now
+end
+
+-- Remove up to PRUNE leaves whose deadline has passed. Returns L and how many records went.
 local function prune(key, L, now)
   local gone = 0
-  while gone < PRUNE and #L > 0 and tonumber(string.sub(L, 1, 13)) < now do
+  while gone < PRUNE and leaf_due(L, now) do
     local eol = string.find(L, '\n', 15, true)
     local id = string.sub(L, 15, eol - 1)
     L = string.sub(L, eol + 1)
@@ -223,7 +228,7 @@ local function new_leaf_saved(key, args, adds, st, parent, id, deadline, now)
   local L = b.L
   if st.parent_leaf then L = leaves_remove(L, parent) end
   L = leaves_insert(L, id, deadline)
-  if L == '' or tonumber(string.sub(L, 1, 13)) < now then return false end
+  if L == '' or leaf_due(L, now) then return false end
   local gone = st.parent_leaf and 1 or 0
   if not st.parent_leaf and parent ~= '' then
     args[#args + 1], args[#args + 2] = 'k:' .. parent, st.parent_k and st.parent_k + 1 or 2
