@@ -270,11 +270,13 @@ local function save_write(key, A, st)
   end
   local is_new_leaf = keep and not st.exists and deadline
   if is_new_leaf then args[#args + 1], args[#args + 2] = 'e:' .. id, string.format('%.0f', deadline) end
-  -- the fields the record's write adds: d:, p: and e: of a fresh record, w, j: and ops if new
-  local adds = 3 + (jumps and 1 or 0) + (st.has_w and 0 or 1) + ((token ~= '' and not st.has_ops) and 1 or 0)
-  if is_new_leaf and st.fresh and new_leaf_saved(key, args, adds, st, parent, id, deadline, now) then
-    ttl_lengthened(key, ttl, b.len == 0)
-    return
+  if is_new_leaf and st.fresh then
+    -- the fields the record's write adds: d:, p: and e: of a fresh record, w, j: and ops if new
+    local adds = 3 + (jumps and 1 or 0) + (st.has_w and 0 or 1) + ((token ~= '' and not st.has_ops) and 1 or 0)
+    if new_leaf_saved(key, args, adds, st, parent, id, deadline, now) then
+      ttl_lengthened(key, ttl, b.len == 0)
+      return
+    end
   end
   redis.call('HSET', key, unpack(args))
   if ttl == 0 then redis.call('PERSIST', key) else ttl_lengthened(key, ttl, b.len == 0) end
