@@ -380,14 +380,6 @@ WATCH_TICK = 0.05
 """How often the watchdog looks for calls past their budget (seconds)."""
 
 
-class _Call:
-    __slots__ = ("deadline", "expired")
-
-    def __init__(self, deadline: float) -> None:
-        self.deadline = deadline
-        self.expired = False
-
-
 class _Watchdog:
     """One timer per event loop, ticking only while bounded calls are in flight,
     that cancels each call past its deadline.
@@ -395,30 +387,30 @@ class _Watchdog:
     A per-call timer (``asyncio.timeout``) costs a heap push and a cancelled
     handle per call, measured at 5-8 µs, about 5% of a call on loopback; a
     deadline in a dict costs well under 1 µs, at the price of up to
-    ``WATCH_TICK`` of lateness.
+    ``WATCH_TICK`` of lateness. A call's whole cost here is one clock read and
+    a dict entry made and removed: the deadline is a bare float, and only a call
+    past it is noted (in ``expired``), by the tick.
     """
+
+    __slots__ = ("loop", "deadlines", "expired", "ticking")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.calls: dict[asyncio.Task[Any], _Call] = {}
+        self.deadlines: dict[asyncio.Task[Any], float] = {}
+        self.expired: set[asyncio.Task[Any]] = set()
         self.ticking = False
 
-    def watch(self, task: asyncio.Task[Any], budget: float) -> _Call | None:
-        if task in self.calls:  # a bounded call inside another: the outer budget governs
-            return None
-        call = self.calls[task] = _Call(self.loop.time() + budget)
-        if not self.ticking:
-            self.ticking = True
-            self.loop.call_later(WATCH_TICK, self.tick)
-        return call
+    def start(self) -> None:
+        self.ticking = True
+        self.loop.call_later(WATCH_TICK, self.tick)
 
     def tick(self) -> None:
         now = self.loop.time()
-        for task, call in list(self.calls.items()):
-            if now >= call.deadline and not call.expired:
-                call.expired = True
+        for task, deadline in list(self.deadlines.items()):
+            if now >= deadline and task not in self.expired:
+                self.expired.add(task)
                 task.cancel()
-        if self.calls:
+        if self.deadlines:
             self.loop.call_later(WATCH_TICK, self.tick)
         else:
             self.ticking = False
@@ -426,6 +418,14 @@ class _Watchdog:
 
 _watchdogs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Watchdog] = weakref.WeakKeyDictionary()
 _last_watchdog: list[_Watchdog | None] = [None]  # the usual case, one loop: no weak-dict lookup
+
+
+def _watchdog_of(loop: asyncio.AbstractEventLoop) -> _Watchdog:
+    watchdog = _watchdogs.get(loop)
+    if watchdog is None:
+        watchdog = _watchdogs[loop] = _Watchdog(loop)
+    _last_watchdog[0] = watchdog
+    return watchdog
 
 
 def bounded(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
@@ -443,23 +443,25 @@ def bounded(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
         loop = asyncio.get_running_loop()
         watchdog = _last_watchdog[0]
         if watchdog is None or watchdog.loop is not loop:
-            watchdog = _watchdogs.get(loop)
-            if watchdog is None:
-                watchdog = _watchdogs[loop] = _Watchdog(loop)
-            _last_watchdog[0] = watchdog
+            watchdog = _watchdog_of(loop)
         task = asyncio.current_task(loop)
-        call = watchdog.watch(task, budget) if task is not None else None
-        if call is None:
+        deadlines = watchdog.deadlines
+        if task is None or task in deadlines:  # a bounded call inside another: the outer budget governs
             return await method(self, *args, **kwargs)
+        deadlines[task] = loop.time() + budget
+        if not watchdog.ticking:
+            watchdog.start()
         try:
             return await method(self, *args, **kwargs)
         except asyncio.CancelledError:
-            if not call.expired:
+            if task not in watchdog.expired:
                 raise
             if sys.version_info >= (3, 11):
-                task.uncancel()  # type: ignore[union-attr]
+                task.uncancel()
             raise SessionError(ErrorCode.BACKEND_TIMEOUT, f"no answer from Redis within {budget:g} s") from None
         finally:
-            del watchdog.calls[task]  # type: ignore[arg-type]
+            del deadlines[task]
+            if watchdog.expired:
+                watchdog.expired.discard(task)
 
     return run

@@ -28,7 +28,9 @@ from redis_sessions import (
     create_response_session_store,
     new_response_id,
 )
+from redis_sessions import redis_client
 from redis_sessions.ids import thread_of
+from redis_sessions.redis_client import bounded
 from servers import RedisProcess, free_port
 
 BAD_TTLS = ["60", True, 0, -1, float("inf"), float("nan"), 10**17]
@@ -313,6 +315,64 @@ async def test_a_caller_given_client_is_bounded_too(own_server: Server) -> None:
     assert err.value.code is ErrorCode.BACKEND_TIMEOUT
     assert time.monotonic() - start <= 2.0
     await client.aclose()
+
+
+class _Slow:
+    """A bounded method's owner: ``wait`` holds until ``gate`` is set, ``nested`` calls it."""
+
+    def __init__(self, timeout: float | None) -> None:
+        self.timeout = timeout
+        self.gate = asyncio.Event()
+
+    @bounded
+    async def wait(self) -> str:
+        await self.gate.wait()
+        return "done"
+
+    @bounded
+    async def nested(self, inner: "_Slow") -> str:
+        return await inner.wait()
+
+
+def _watchdog_books() -> tuple[int, int]:
+    watchdog = redis_client._watchdogs.get(asyncio.get_running_loop())
+    return (len(watchdog.deadlines), len(watchdog.expired)) if watchdog else (0, 0)
+
+
+async def test_a_call_past_its_budget_is_a_timeout_and_leaves_its_task_as_it_was() -> None:
+    slow = _Slow(0.1)
+    start = time.monotonic()
+    with pytest.raises(SessionError) as err:
+        await slow.wait()
+    assert err.value.code is ErrorCode.BACKEND_TIMEOUT
+    assert time.monotonic() - start < 0.1 + 2 * redis_client.WATCH_TICK + 0.5
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0  # the task goes on, not half cancelled
+    assert _watchdog_books() == (0, 0)
+    slow.gate.set()
+    assert await slow.wait() == "done"  # the next call on the same task is not cancelled
+    assert _watchdog_books() == (0, 0)
+
+
+async def test_a_cancel_from_outside_is_the_callers_not_a_timeout() -> None:
+    slow = _Slow(30.0)
+    task = asyncio.ensure_future(slow.wait())
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert _watchdog_books() == (0, 0)
+
+
+async def test_a_bounded_call_inside_another_runs_under_the_outer_budget() -> None:
+    outer, inner = _Slow(0.1), _Slow(30.0)
+    with pytest.raises(SessionError) as err:
+        await outer.nested(inner)
+    assert err.value.code is ErrorCode.BACKEND_TIMEOUT
+    outer, inner = _Slow(30.0), _Slow(0.1)
+    inner.gate.set()
+    assert await outer.nested(inner) == "done"
+    assert _watchdog_books() == (0, 0)
 
 
 async def test_a_server_that_is_not_there_is_unavailable_within_the_budget() -> None:
