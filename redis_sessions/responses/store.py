@@ -307,8 +307,8 @@ class ChainStore:
             data = await self.engine.fetch(thread, previous_response_id, 0)
             if data is None:
                 check_walk("missing", previous_response_id, previous_response_id, depth)
-            key = self.keys.thread(thread)
-            root = decode_session(data, lambda: f"{key} (record 0 of the chain)", previous_response_id)
+            root = decode_session(data, lambda: f"{self.keys.thread(thread)} (record 0 of the chain)",
+                                  previous_response_id)
             if root.id == previous_response_id and root.previous_response_id is None:
                 return build_snapshot(previous_response_id, [root], include_incomplete=include_incomplete,
                                       replay_instructions=self.replay_instructions)
