@@ -5,7 +5,6 @@ number of requests the server really read."""
 from __future__ import annotations
 
 import multiprocessing
-from typing import Any
 
 import msgspec
 import pytest
@@ -155,7 +154,8 @@ async def test_requests_per_resolve_follow_the_cost_model(real_backend, depth, p
         ids.append(rid)
         parent = rid
     await store.save(record("ext-leaf", ids[-1], payload=payload))
-    nodes = server_nodes(real_backend)
+    ports = real_backend.server.ports if real_backend.name == "cluster" else [real_backend.server.port]
+    nodes = [Redis(port=port) for port in ports]
     await reads_processed(nodes)  # connect first: a new connection sends setup commands
     await store.resolve_chain("ext-leaf")  # and load the script, should an earlier test have flushed it
     for leaf, locator in ((ids[-1], 0), ("ext-leaf", 1)):
@@ -193,7 +193,8 @@ async def test_a_root_is_resolved_by_a_plain_hget_and_a_continuation_by_the_walk
     child = await store.new_response_id(root)
     await store.save(record(root))
     await store.save(record(child, root))
-    nodes = server_nodes(real_backend)
+    ports = real_backend.server.ports if real_backend.name == "cluster" else [real_backend.server.port]
+    nodes = [Redis(port=port) for port in ports]
     try:
         await store.resolve_chain(child)  # the walk script loaded, connections made
         for leaf, scripts in ((root, 0), (child, 1)):
@@ -208,23 +209,6 @@ async def test_a_root_is_resolved_by_a_plain_hget_and_a_continuation_by_the_walk
 HASH_READS = ("hget", "hmget", "hstrlen")
 
 
-async def minted_chain(store: RedisResponseSessionStore, n: int) -> list[str]:
-    """``n`` records of 16 KB, each keeping the longest jump list, by ids minted here."""
-    parent, ids = None, []
-    for i in range(n):
-        rid = new_response_id(parent)
-        await store.save(record(rid, parent, f"turn {i}", payload="x" * (JUMPS * JUMP_BYTES)))
-        ids.append(rid)
-        parent = rid
-    return ids
-
-
-def server_nodes(backend: Any) -> list[Redis]:
-    """A client of each server of ``backend`` (every master of the cluster), to read its counters."""
-    ports = backend.server.ports if backend.name == "cluster" else [backend.server.port]
-    return [Redis(port=port) for port in ports]
-
-
 @pytest.mark.parametrize("n, costs", [(12, [4, 15]), (40, [9, 46])])
 async def test_the_walk_of_big_records_follows_their_jump_lists(real_backend, n, costs, monkeypatch):
     """Records of 16 KB (a list of 16). 12: the walk reads the leaf's list of its 11 ancestors, which ends
@@ -232,8 +216,14 @@ async def test_the_walk_of_big_records_follows_their_jump_lists(real_backend, n,
     slices (8 records of up to 1 MiB each), 4 hash reads, where by the pointers it makes
     one per record (15). 40: two full lists and one that ends at the root, and 5 slices."""
     store = make_store(real_backend)
-    ids = await minted_chain(store, n)
-    nodes = server_nodes(real_backend)
+    parent, ids = None, []
+    for i in range(n):
+        rid = new_response_id(parent)
+        await store.save(record(rid, parent, f"turn {i}", payload="x" * (JUMPS * JUMP_BYTES)))
+        ids.append(rid)
+        parent = rid
+    ports = real_backend.server.ports if real_backend.name == "cluster" else [real_backend.server.port]
+    nodes = [Redis(port=port) for port in ports]
     thread = thread_of(ids[0])
     try:
         await store.resolve_chain(ids[-1])  # scripts loaded, connections made
@@ -264,7 +254,12 @@ async def test_jump_lists_name_this_threads_ids_short_and_whole_lists_of_before_
     the same chain (12: the leaf's list ends at the root; 40: two full lists, whose last
     names the walk goes on from, then one that ends at the root)."""
     store = make_store(real_backend)
-    ids = await minted_chain(store, n)
+    parent, ids = None, []
+    for i in range(n):
+        rid = new_response_id(parent)
+        await store.save(record(rid, parent, f"turn {i}", payload="x" * (JUMPS * JUMP_BYTES)))
+        ids.append(rid)
+        parent = rid
     thread = thread_of(ids[0])
     key = store.keys.thread(thread)
     client = store.link.client
@@ -274,7 +269,8 @@ async def test_jump_lists_name_this_threads_ids_short_and_whole_lists_of_before_
         listed = list(reversed(ids[max(0, at - JUMPS):at]))  # its nearest ancestors, parent first
         assert names.split() == ["}" + name[len(prefix):] for name in listed] and int(count) == len(listed)
         assert goes_on == ("" if listed[-1] == ids[0] else listed[-1])
-    nodes = server_nodes(real_backend)
+    ports = real_backend.server.ports if real_backend.name == "cluster" else [real_backend.server.port]
+    nodes = [Redis(port=port) for port in ports]
     try:
         await store.resolve_chain(ids[-1])  # scripts loaded, connections made
         reads = []
