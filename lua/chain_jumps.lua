@@ -10,34 +10,13 @@
 -- records that big the per-hop calls, not the records' bytes, were most of a resolve's
 -- Redis time), and returns it as it is stored, for the caller to split: a script spends
 -- more on making strings than on the calls it saves. Small records keep none (a listed
--- ancestor costs 34 bytes, 55 when minted elsewhere: with the field, at most 8% of a record; lists from
+-- ancestor costs about 55 bytes: with the field, at most 8% of a record; lists from
 -- 1 KB made a mix of small responses cost more memory than the peers' layout). A list
 -- is a hint the reader checks: every record read names its own parent, and a chain
 -- that does not link up is walked again by its pointers
 -- (redis_sessions/responses/store.py), so a list left stale by an overwrite that moved
 -- an ancestor costs time, never truth.
--- A listed id minted for this thread (``resp_<its tag>_<32 hex>``) is kept short, as
--- '}' and what follows ``resp_<tag>_``: 34 bytes with its space, where a whole one takes
--- 55. No id holds a brace (redis_sessions/ids.py), so a short name is never an id. Where
--- the walk goes on is kept whole (the walk reads its pointer). Lists written whole by an
--- earlier version are followed too.
 local JUMP_MIN_BYTES, JUMP_BYTES, JUMPS = 4096, 1024, 16
-
--- ``resp_<tag>_``: what ids minted for the thread of ``key`` (<prefix>:{<tag>}:chain)
--- begin with; no prefix holds a brace, so the first pair of braces holds the tag.
-local function thread_prefix(key)
-  return 'resp_' .. string.match(key, '{(.-)}') .. '_'
-end
-
-local function short_name(prefix, name)
-  if string.sub(name, 1, #prefix) == prefix then return '}' .. string.sub(name, #prefix + 1) end
-  return name
-end
-
-local function full_name(prefix, name)
-  if string.byte(name, 1) == 125 then return prefix .. string.sub(name, 2) end  -- '}'
-  return name
-end
 
 -- A jump list's first two spaces ("bars") and how many ids it names (nil when it is not
 -- one): the ids follow the second bar; the walk goes on from what is between the bars.
@@ -58,8 +37,6 @@ end
 local function jump_list(key, parent, size, above)
   if not keeps_jumps(parent, size) then return nil end
   local want = math.min(JUMPS, math.floor(size / JUMP_BYTES))
-  local prefix = thread_prefix(key)
-  local head = short_name(prefix, parent)
   local bar1, bar2, count
   if above then bar1, bar2, count = jump_parts(above) end
   if count then
@@ -73,19 +50,18 @@ local function jump_list(key, parent, size, above)
     -- its list ends at a root, and all of it fits in this one
     local ends = bar2 == bar1 + 1 and taken == count
     local tail = taken > 0 and ' ' .. string.sub(above, bar2 + 1, stop) or ''
-    local goes_on = ends and '' or (taken > 0 and full_name(prefix, string.sub(above, last_from, stop)) or parent)
-    return (taken + 1) .. ' ' .. goes_on .. ' ' .. head .. tail
+    return (taken + 1) .. ' ' .. (ends and '' or (taken > 0 and string.sub(above, last_from, stop) or parent))
+           .. ' ' .. parent .. tail
   end
   -- no list above: the pointers, followed that far
-  local names, ends, cur = {head}, false, parent
+  local names, ends, cur = {parent}, false, parent
   while #names < want do
-    local up = redis.call('HGET', key, 'p:' .. cur)
-    if not up or up == '' then ends = true; break end
-    cur = up
-    names[#names + 1] = short_name(prefix, cur)
+    cur = redis.call('HGET', key, 'p:' .. cur)
+    if not cur or cur == '' then ends = true; break end
+    names[#names + 1] = cur
   end
   if #names == want and not ends then
-    ends = (redis.call('HGET', key, 'p:' .. cur) or '') == ''
+    ends = (redis.call('HGET', key, 'p:' .. names[#names]) or '') == ''
   end
-  return #names .. ' ' .. (ends and '' or cur) .. ' ' .. table.concat(names, ' ')
+  return #names .. ' ' .. (ends and '' or names[#names]) .. ' ' .. table.concat(names, ' ')
 end

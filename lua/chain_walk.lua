@@ -42,7 +42,6 @@ local jumps = ARGV[5] == '1'
 -- n counts records, k the reply's entries: an id each, or a jump list as it is stored
 -- (its ids, whose records the caller reads and checks).
 local steps, max_steps = 0, tonumber(ARGV[6])
-local prefix  -- thread_prefix(key), once a jump list is met
 while cur ~= '' do
   if seen[cur] then out[1] = 'cycle'; out[2] = cur; break end
   if n >= limit or steps >= max_steps then out[1] = 'depth'; out[2] = cur; break end
@@ -72,15 +71,11 @@ while cur ~= '' do
   n = n + 1
   k = k + 1
   ids[k] = cur
-  local bar1, bar2, count, first
+  local bar1, bar2, count
   if list and parent ~= '' then bar1, bar2, count = jump_parts(list) end
-  if count then
-    prefix = prefix or thread_prefix(key)
-    first = string.sub(list, bar2 + 1, (string.find(list, ' ', bar2 + 1, true) or #list + 1) - 1)
-  end
-  -- Taken only when it is this parent's list (its first name, short or, written by an
-  -- earlier version, whole) and fits under the limit.
-  if count and n + count <= limit and (first == short_name(prefix, parent) or first == parent) then
+  -- Taken only when it is this parent's list (its first name) and fits under the limit.
+  if count and n + count <= limit and string.sub(list, bar2 + 1, bar2 + #parent) == parent
+      and (string.byte(list, bar2 + #parent + 1) or 32) == 32 then
     out[3] = 'j'
     k = k + 1
     if bar2 == bar1 + 1 then  -- it ends at a root: the whole list, and the walk is done
@@ -89,13 +84,9 @@ while cur ~= '' do
       break
     end
     -- A full list: all of it but its last name, from which the walk goes on as from any
-    -- record (checked for a loop, the limits, and read). That name is listed short, or
-    -- whole in a list of an earlier version (which, cutting its own list from a short
-    -- one during a rolling upgrade, may have left it short between the bars too).
-    cur = full_name(prefix, string.sub(list, bar1 + 1, bar2 - 1))
-    local last = short_name(prefix, cur)
-    if string.sub(list, -#last - 1) ~= ' ' .. last then last = cur end
-    ids[k] = string.sub(list, 1, #list - #last - 1)
+    -- record (checked for a loop, the limits, and read).
+    cur = string.sub(list, bar1 + 1, bar2 - 1)
+    ids[k] = string.sub(list, 1, #list - #cur - 1)
     n = n + count - 1
   else
     cur = parent

@@ -9,9 +9,7 @@ With the default prefix ``rs``::
                                        p:<response id> -> parent id ("" for a root)
                                        j:<response id> -> a record of 4 KB or more: its
                                               nearest ancestors' ids, one per KB of it, 16 at
-                                              most, a hint the walk follows; an id minted for
-                                              the thread listed as '}' and its random part
-                                              (responses/jumps.py)
+                                              most, a hint the walk follows (responses/jumps.py)
                                        ops -> the ring of the thread's last 16 writes: per write,
                                               its operation token (16 hex) and what it did (S
                                               saved, D deleted, N found nothing), newest first,

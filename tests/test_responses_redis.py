@@ -246,64 +246,6 @@ async def test_the_walk_of_big_records_follows_their_jump_lists(real_backend, n,
             await node.aclose()
 
 
-@pytest.mark.parametrize("n, cost", [(12, 4), (40, 9)])
-async def test_jump_lists_name_this_threads_ids_short_and_whole_lists_of_before_are_followed(real_backend, n, cost):
-    """A listed id minted for the thread is kept as '}' and its random part (34 bytes with
-    its space, against 55 whole); where the walk goes on stays whole. Lists an earlier
-    version wrote whole, or cut from short ones, are followed as well: the same reads,
-    the same chain (12: the leaf's list ends at the root; 40: two full lists, whose last
-    names the walk goes on from, then one that ends at the root)."""
-    store = make_store(real_backend)
-    parent, ids = None, []
-    for i in range(n):
-        rid = new_response_id(parent)
-        await store.save(record(rid, parent, f"turn {i}", payload="x" * (JUMPS * JUMP_BYTES)))
-        ids.append(rid)
-        parent = rid
-    thread = thread_of(ids[0])
-    key = store.keys.thread(thread)
-    client = store.link.client
-    prefix = f"resp_{thread}_"
-    for at, rid in enumerate(ids[1:], start=1):
-        count, goes_on, names = (await client.hget(key, f"j:{rid}")).decode().split(" ", 2)
-        listed = list(reversed(ids[max(0, at - JUMPS):at]))  # its nearest ancestors, parent first
-        assert names.split() == ["}" + name[len(prefix):] for name in listed] and int(count) == len(listed)
-        assert goes_on == ("" if listed[-1] == ids[0] else listed[-1])
-    ports = real_backend.server.ports if real_backend.name == "cluster" else [real_backend.server.port]
-    nodes = [Redis(port=port) for port in ports]
-    try:
-        await store.resolve_chain(ids[-1])  # scripts loaded, connections made
-        reads = []
-        # As written; with where the walk goes on short too (a list an earlier version cut
-        # from a short one, in a rolling upgrade); every list whole, as before short names.
-        for form in ("short", "goes on short", "whole"):
-            for rid in ids[1:] if form != "short" else []:
-                listed = (await client.hget(key, f"j:{rid}")).decode()
-                count, goes_on, rest = listed.split(" ", 2)
-                if form == "whole":
-                    rest = " ".join(prefix + n[1:] if n.startswith("}") else n for n in rest.split())
-                    goes_on = prefix + goes_on[1:] if goes_on.startswith("}") else goes_on
-                elif goes_on:
-                    goes_on = "}" + goes_on[len(prefix):]
-                await client.hset(key, f"j:{rid}", f"{count} {goes_on} {rest}")
-            before = await calls_of(nodes, *HASH_READS)
-            status, _, records, walked = await store.engine.walk(thread, ids[-1], 64, 0, True)
-            reads.append(await calls_of(nodes, *HASH_READS) - before)
-            assert status == "ok" and list(walked or []) == ids[::-1] and len(records) == n
-        assert reads == [cost, cost, cost]
-        assert [s.id for s in (await store.resolve_chain(ids[-1])).sessions] == ids
-        # A child saved under a whole list cuts its own from it as it stands, and is followed.
-        child = new_response_id(ids[-1])
-        await store.save(record(child, ids[-1], "child", payload="x" * (JUMPS * JUMP_BYTES)))
-        listed = (await client.hget(key, f"j:{child}")).decode()
-        assert listed.split(" ", 2)[2].split()[0] == "}" + ids[-1][len(prefix):]
-        assert listed.split(" ", 2)[2].split()[1] == ids[-2]  # cut from the whole list as it stood
-        assert [s.id for s in (await store.resolve_chain(child)).sessions] == [*ids, child]
-    finally:
-        for node in nodes:
-            await node.aclose()
-
-
 async def test_a_save_stamps_the_thread_with_the_servers_time_of_the_write(redis_backend):
     """``w`` is what ``purge --idle-older-than`` judges a thread by (lua/purge_if_idle.lua)."""
     store = make_store(redis_backend)

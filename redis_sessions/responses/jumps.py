@@ -9,12 +9,6 @@ whole list per call where it would make one call per record (for records that bi
 per-hop calls were most of a resolve's Redis time), and returns it as stored for the
 caller to split. A list is only a hint: each record read names its own parent, and a
 chain that does not link up is walked again by the pointers.
-
-A listed id minted for the list's thread (``resp_<tag>_<32 hex>``) is kept short: ``}``
-and what follows ``resp_<tag>_``, 34 bytes with its space where a whole one takes 55. No
-id holds a brace (:func:`redis_sessions.ids.validate_id`), so a short name is never an
-id. Where the walk goes on stays whole; lists written whole by an earlier version are
-read the same way.
 """
 
 from __future__ import annotations
@@ -25,9 +19,8 @@ JUMP_MIN_BYTES = 4096
 """Records this big or bigger keep a jump list (measured: lists from 1 KB made a mix of
 0.3 to 3 KB responses take 1.06x the peers' memory, against 0.95x without)."""
 JUMP_BYTES = 1024
-"""One listed ancestor per this many bytes of the record (34 bytes each when minted for
-the thread, 55 when minted elsewhere: with the field, at most 8% of the record, 3% of
-one of 20 KB)."""
+"""One listed ancestor per this many bytes of the record (about 55 bytes each: with the
+field, at most 8% of the record, 5% of one of 20 KB)."""
 JUMPS = 16
 """Ancestors one list names at most."""
 
@@ -36,63 +29,38 @@ def _text(value: "bytes | str | None") -> str | None:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _prefix(thread: str) -> str:
-    return f"resp_{thread}_"
-
-
-def _short(prefix: str, name: str) -> str:
-    return "}" + name[len(prefix):] if name.startswith(prefix) else name
-
-
-def _full(prefix: str, name: str) -> str:
-    return prefix + name[1:] if name.startswith("}") else name
-
-
-def parts(text: str, thread: str) -> tuple[int, str, list[str]] | None:
+def parts(text: str) -> tuple[int, str, list[str]] | None:
     """A jump list's parts: how many ids it names, where the walk goes on ('' at a root),
-    and the ids, parent first, whole (None when ``text`` is not one). ``thread``: the tag
-    of the thread that holds the list."""
-    listed = _stored_parts(text)
-    if listed is None:
-        return None
-    prefix = _prefix(thread)
-    return listed[0], listed[1], [_full(prefix, name) for name in listed[2]]
-
-
-def _stored_parts(text: str) -> tuple[int, str, list[str]] | None:
-    """:func:`parts`, its names as they are stored (short or whole)."""
+    and the ids, parent first (None when ``text`` is not one)."""
     fields = text.split(" ", 2)
     if len(fields) != 3 or not fields[0].isdigit():
         return None
     return int(fields[0]), fields[1], fields[2].split()
 
 
-def jump_list(fields: Mapping[str, "bytes | str"], parent: str, size: int, thread: str) -> str | None:
-    """The jump list of a record of ``size`` bytes saved under ``parent`` in ``thread``
-    (None: none): the parent, then the first names of its own list as they stand in it,
-    or its pointers followed that far."""
+def jump_list(fields: Mapping[str, "bytes | str"], parent: str, size: int) -> str | None:
+    """The jump list of a record of ``size`` bytes saved under ``parent`` (None: none):
+    the parent, then the first names of its own list, or its pointers followed that far."""
     if size < JUMP_MIN_BYTES or not parent:
         return None
     want = min(JUMPS, size // JUMP_BYTES)
-    prefix = _prefix(thread)
-    names, ends = [_short(prefix, parent)], False
+    names, ends = [parent], False
     above = _text(fields.get(f"j:{parent}"))
-    listed = _stored_parts(above) if above is not None else None
+    listed = parts(above) if above is not None else None
     if listed is not None:
         count, goes_on, ids = listed
         names.extend(ids[:want - 1])
         # its list ends at a root, and all of it fits in this one
         ends = goes_on == "" and len(names) - 1 == count
-        last = _full(prefix, names[-1]) if len(names) > 1 else parent
     else:
-        last = parent
+        cur: str = parent
         while len(names) < want:
-            up = _text(fields.get(f"p:{last}"))
+            up = _text(fields.get(f"p:{cur}"))
             if not up:
                 ends = True
                 break
-            last = up
-            names.append(_short(prefix, last))
+            cur = up
+            names.append(cur)
         if len(names) == want and not ends:
-            ends = not _text(fields.get(f"p:{last}"))
-    return f"{len(names)} {'' if ends else last} {' '.join(names)}"
+            ends = not _text(fields.get(f"p:{names[-1]}"))
+    return f"{len(names)} {'' if ends else names[-1]} {' '.join(names)}"

@@ -151,7 +151,7 @@ class MemoryChainEngine:
         else:
             self._extend(entry, ttl)
         fields = entry.fields
-        jumps = jump_list(fields, parent, len(request.blob), thread)
+        jumps = jump_list(fields, parent, len(request.blob))
         if jumps is None and exists:
             fields.pop(f"j:{rid}", None)
         fields[f"d:{rid}"] = request.blob

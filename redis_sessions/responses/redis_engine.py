@@ -69,13 +69,13 @@ def _inline(status: str, detail: str, records: Sequence[object]) -> tuple[str, s
     return status, detail, records
 
 
-def _walked(reply: Sequence[object], thread: str) -> list[str]:
+def _walked(reply: Sequence[object]) -> list[str]:
     """The ids a walk call returned, oldest last: each entry an id, or a jump list as it
-    is stored in ``thread``, ``<how many> <where to go on> <ids>`` (jumps.parts)."""
+    is stored, ``<how many> <where to go on> <ids>`` (jumps.parts)."""
     walked: list[str] = []
     for entry in reply:
         text = as_text(entry)
-        listed = jumps.parts(text, thread) if " " in text else None  # ids hold no whitespace (ids.validate_id)
+        listed = jumps.parts(text) if " " in text else None  # ids hold no whitespace (ids.validate_id)
         if listed is not None:
             walked.extend(listed[2])
         else:
@@ -227,7 +227,7 @@ class RedisChainEngine:
             if result[2] == b"r":
                 return (*_inline(status, detail, result[3:]), None)
             jumped = jumped or result[2] == b"j"
-            walked = _walked(result[3:], thread)
+            walked = _walked(result[3:])
             entries.extend(walked)
             left -= len(walked)
             if status != "depth" or left <= 0 or not walked:
