@@ -24,8 +24,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import sys
+import warnings
 import weakref
-from typing import Any, Awaitable, Callable, Mapping, TypeVar, Union, cast
+from typing import Any, AsyncGenerator, Awaitable, Callable, Mapping, TypeVar, Union, cast
 from urllib.parse import SplitResult, parse_qs, urlencode, urlsplit, urlunsplit
 
 from redis import exceptions as rx
@@ -220,7 +221,10 @@ class RedisLink:
             raise SessionError(ErrorCode.INPUT_INVALID, "a client with decode_responses=True is not supported: stored records are bytes")
         self._client = client
         self._factory = factory
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AnyRedis] = weakref.WeakKeyDictionary()
+        # Per loop, its client and the guard that closes it when the loop shuts down. Not a
+        # weak dict: a client's connections hold their loop, so a weak key never died, and
+        # a sync app calling asyncio.run per request kept every loop, client and socket.
+        self._clients: dict[asyncio.AbstractEventLoop, tuple[AnyRedis, AsyncGenerator[None, None]]] = {}
         self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self.timeout = seconds(timeout)
 
@@ -257,10 +261,22 @@ class RedisLink:
                     "build it from a URL (one client per loop) or give it a client made on this loop",
                 )
             return self._client
-        client = self._clients.get(loop)
-        if client is None:
-            client = self._clients[loop] = self._factory()
-        return client
+        entry = self._clients.get(loop)
+        if entry is None:
+            entry = self._open(loop)
+        return entry[0]
+
+    def _open(self, loop: asyncio.AbstractEventLoop) -> tuple[AnyRedis, AsyncGenerator[None, None]]:
+        """A new client for ``loop``, closed when the loop shuts down: ``asyncio.run``, and
+        the Agents SDK's ``run_sync`` after each run, finalize a loop's async generators
+        before they close it, and the guard made here is one. Clients of loops closed
+        without that are dropped here, when another loop asks for one."""
+        assert self._factory is not None
+        for gone in [other for other in self._clients if other.is_closed()]:
+            _finish(self._clients.pop(gone)[1])
+        client = self._factory()
+        entry = self._clients[loop] = (client, _closing_guard(self, loop, client))
+        return entry
 
     async def close(self) -> None:
         """Close the client this link built for the running loop (if any)."""
@@ -270,9 +286,50 @@ class RedisLink:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        client = self._clients.pop(loop, None)
-        if client is not None:
+        entry = self._clients.pop(loop, None)
+        if entry is not None:
+            await close_client(entry[0])
+            _finish(entry[1])
+
+    async def _close_at_shutdown(self, loop: asyncio.AbstractEventLoop, client: AnyRedis) -> None:
+        entry = self._clients.get(loop)
+        if entry is not None and entry[0] is client and not loop.is_closed():
+            del self._clients[loop]
             await close_client(client)
+
+
+def _closing_guard(link: RedisLink, loop: asyncio.AbstractEventLoop, client: AnyRedis) -> AsyncGenerator[None, None]:
+    """An async generator, started and held at its one ``yield``, that closes ``client``
+    when ``loop`` finalizes its async generators (the loop's own shutdown hook; it keeps
+    them weakly, the link strongly)."""
+
+    async def guard() -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            await link._close_at_shutdown(loop, client)
+
+    agen = guard()
+    with warnings.catch_warnings():
+        # A loop that finalized its generators before and runs on (the SDK's run_sync)
+        # warns of a generator started after; this one is meant for its next shutdown.
+        warnings.simplefilter("ignore", ResourceWarning)
+        step = agen.asend(None)
+    try:
+        step.send(None)
+    except StopIteration:
+        pass
+    return agen
+
+
+def _finish(agen: AsyncGenerator[None, None]) -> None:
+    """End a guard whose client is no longer the link's: its ``finally`` finds nothing to
+    close and returns at once, so no loop is needed to run it."""
+    step = agen.aclose()
+    try:
+        step.send(None)
+    except StopIteration:
+        pass
 
 
 def _duck_client(client: object) -> bool:
@@ -389,29 +446,34 @@ class _Watchdog:
     deadline in a dict costs well under 1 µs, at the price of up to
     ``WATCH_TICK`` of lateness. A call's whole cost here is one clock read and
     a dict entry made and removed: the deadline is a bare float, and only a call
-    past it is noted (in ``expired``), by the tick.
+    past it is noted (in ``expired``), by the tick. The loop is held weakly: the
+    watchdogs of every loop that ever ran a call are kept by loop, and holding
+    it would keep each finished loop alive.
     """
 
     __slots__ = ("loop", "deadlines", "expired", "ticking")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+        self.loop = weakref.ref(loop)
         self.deadlines: dict[asyncio.Task[Any], float] = {}
         self.expired: set[asyncio.Task[Any]] = set()
         self.ticking = False
 
-    def start(self) -> None:
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.ticking = True
-        self.loop.call_later(WATCH_TICK, self.tick)
+        loop.call_later(WATCH_TICK, self.tick)
 
     def tick(self) -> None:
-        now = self.loop.time()
+        loop = self.loop()
+        if loop is None:
+            return
+        now = loop.time()
         for task, deadline in list(self.deadlines.items()):
             if now >= deadline and task not in self.expired:
                 self.expired.add(task)
                 task.cancel()
         if self.deadlines:
-            self.loop.call_later(WATCH_TICK, self.tick)
+            loop.call_later(WATCH_TICK, self.tick)
         else:
             self.ticking = False
 
@@ -442,7 +504,7 @@ def bounded(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
             return await method(self, *args, **kwargs)
         loop = asyncio.get_running_loop()
         watchdog = _last_watchdog[0]
-        if watchdog is None or watchdog.loop is not loop:
+        if watchdog is None or watchdog.loop() is not loop:
             watchdog = _watchdog_of(loop)
         task = asyncio.current_task(loop)
         deadlines = watchdog.deadlines
@@ -450,7 +512,7 @@ def bounded(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
             return await method(self, *args, **kwargs)
         deadlines[task] = loop.time() + budget
         if not watchdog.ticking:
-            watchdog.start()
+            watchdog.start(loop)
         try:
             return await method(self, *args, **kwargs)
         except asyncio.CancelledError:

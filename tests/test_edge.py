@@ -5,6 +5,7 @@ server freezes."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import shutil
 import signal
@@ -176,6 +177,73 @@ def test_a_store_built_from_a_url_works_from_any_event_loop(own_server: Server) 
         return len(chain.sessions), len(items)
 
     assert asyncio.run(check()) == (3, 3)
+
+
+def _live_loops() -> int:
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if isinstance(o, asyncio.AbstractEventLoop))
+
+
+def _server_clients(server: Server) -> int:
+    async def count() -> int:
+        admin = Redis.from_url(server.url)
+        try:
+            return int((await admin.info("clients"))["connected_clients"])
+        finally:
+            await admin.aclose()
+    return asyncio.run(count())
+
+
+@pytest.mark.real
+def test_a_sync_app_that_never_closes_keeps_no_loop_client_or_connection_of_a_finished_request(
+        own_server: Server) -> None:
+    """asyncio.run per request, close() never called: each loop's client is closed as its
+    loop shuts down (it used to stay, with its loop and its socket, one per request)."""
+    store = RedisResponseSessionStore.from_url(own_server.url, key_prefix="open")
+    session = RedisSession.from_url("open", url=own_server.url, key_prefix="open")
+    rid = new_response_id()
+    asyncio.run(store.save(record(rid)))
+    before, loops = _server_clients(own_server), _live_loops()
+    for turn in range(30):
+        async def request() -> None:
+            assert (await store.get(rid)) is not None
+            await session.add_items([{"role": "user", "content": f"turn {turn}"}])
+        asyncio.run(request())
+    assert _live_loops() <= loops  # other tests' loops may still be about: none of these
+    assert _server_clients(own_server) <= before
+    assert asyncio.run(session.get_items()) and len(asyncio.run(session.get_items())) == 30
+
+
+@pytest.mark.real
+def test_one_loop_that_finalizes_its_generators_after_each_run_reconnects_and_leaks_nothing(
+        own_server: Server) -> None:
+    """The Agents SDK's run_sync: one loop, run again and again, whose async generators are
+    finalized after every run. The client is closed each time and made anew, quietly."""
+    store = RedisResponseSessionStore.from_url(own_server.url, key_prefix="sync")
+    rid = new_response_id()
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(store.save(record(rid)))
+        for _ in range(20):
+            assert loop.run_until_complete(store.get(rid)) is not None
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            assert not store.link._clients  # closed with the run
+        assert _server_clients(own_server) == 1  # only the counting connection
+    finally:
+        loop.close()
+
+
+def test_bounded_calls_keep_no_finished_loop_alive() -> None:
+    loops = _live_loops()
+    for _ in range(20):
+        assert asyncio.run(_Slow(5.0).nested(_ready())) == "done"
+    assert _live_loops() <= loops
+
+
+def _ready() -> "_Slow":
+    ready = _Slow(None)
+    ready.gate.set()
+    return ready
 
 
 @pytest.mark.real
