@@ -272,8 +272,11 @@ class RedisLink:
         before they close it, and the guard made here is one. Clients of loops closed
         without that are dropped here, when another loop asks for one."""
         assert self._factory is not None
-        for gone in [other for other in self._clients if other.is_closed()]:
-            _finish(self._clients.pop(gone)[1])
+        for other in list(self._clients):  # a copy: another thread's loop may add its own meanwhile
+            if other.is_closed():
+                entry = self._clients.pop(other, None)
+                if entry is not None:
+                    _finish(entry[1])
         client = self._factory()
         entry = self._clients[loop] = (client, _closing_guard(self, loop, client))
         return entry

@@ -233,6 +233,27 @@ def test_one_loop_that_finalizes_its_generators_after_each_run_reconnects_and_le
         loop.close()
 
 
+@pytest.mark.real
+@pytest.mark.filterwarnings("ignore::ResourceWarning")  # the dropped client's sockets, closed by the collector
+def test_a_loop_closed_without_shutting_down_is_dropped_when_another_loop_asks(own_server: Server) -> None:
+    """loop.close() with no shutdown of its async generators: its client cannot be closed
+    on it any more, and is dropped (its sockets closed by the collector) when the next
+    loop first asks for a client."""
+    store = RedisResponseSessionStore.from_url(own_server.url, key_prefix="unclean")
+    rid = new_response_id()
+    asyncio.run(store.save(record(rid)))
+    loops = _live_loops()
+    for _ in range(5):
+        loop = asyncio.new_event_loop()
+        assert loop.run_until_complete(store.get(rid)) is not None
+        loop.close()
+    del loop
+    assert asyncio.run(store.get(rid)) is not None
+    assert not store.link._clients
+    assert _live_loops() <= loops
+    assert _server_clients(own_server) == 1  # only the counting connection
+
+
 def test_bounded_calls_keep_no_finished_loop_alive() -> None:
     loops = _live_loops()
     for _ in range(20):
