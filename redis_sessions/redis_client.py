@@ -318,17 +318,19 @@ def _closing_guard(link: RedisLink, loop: asyncio.AbstractEventLoop, client: Any
         # warns of a generator started after; this one is meant for its next shutdown.
         warnings.simplefilter("ignore", ResourceWarning)
         step = agen.asend(None)
-    try:
-        step.send(None)
-    except StopIteration:
-        pass
+    _run_through(step)
     return agen
 
 
 def _finish(agen: AsyncGenerator[None, None]) -> None:
     """End a guard whose client is no longer the link's: its ``finally`` finds nothing to
     close and returns at once, so no loop is needed to run it."""
-    step = agen.aclose()
+    _run_through(agen.aclose())
+
+
+def _run_through(step: Any) -> None:
+    """Run a guard's step that never waits (to its ``yield``, or through its ``finally``
+    when it has nothing to close) without a loop."""
     try:
         step.send(None)
     except StopIteration:

@@ -211,7 +211,7 @@ def test_a_sync_app_that_never_closes_keeps_no_loop_client_or_connection_of_a_fi
         asyncio.run(request())
     assert _live_loops() <= loops  # other tests' loops may still be about: none of these
     assert _server_clients(own_server) <= before
-    assert asyncio.run(session.get_items()) and len(asyncio.run(session.get_items())) == 30
+    assert len(asyncio.run(session.get_items())) == 30
 
 
 @pytest.mark.real
