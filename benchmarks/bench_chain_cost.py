@@ -475,10 +475,11 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
             # next turn; the others HMGET its records and write a record of the same size.
             heads: list[str] = []
             jobs: list[tuple[str, list[str], bytes]] = []
+            n = 30  # chains per measurement
 
             async def fresh() -> None:
                 heads[:], jobs[:] = [], []
-                for _ in range(30):
+                for _ in range(n):
                     ids = await chain(store, depth, size)
                     key = f"bench:{{{thread_of(ids[-1])}}}:chain"
                     heads.append(ids[-1])
@@ -513,7 +514,6 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
             sides = {"ours": turns, "floor": floor_turns, "least": least_turns, "booked": booked_turns}
             took = dict.fromkeys(sides, float("inf"))
             cpu: dict[str, list[float]] = {name: [] for name in sides}
-            n = 30
             for _ in range(5):  # best of 5 alternating rounds (CPU: medians of per-round ratios)
                 for measured in ("time", "cpu"):
                     await fresh()
