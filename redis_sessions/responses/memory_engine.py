@@ -221,6 +221,9 @@ class MemoryChainEngine:
         _, _, records, _ = await self.walk(thread, response_id, 1, slide_ms)
         return records[0] if records else None
 
+    def failed(self, exc: Exception, thread: str) -> Exception:
+        return exc  # this engine raises only SessionErrors, and bugs as themselves
+
     async def has(self, thread: str, response_id: str) -> bool:
         self.round_trips += 1
         entry = self._live_thread(thread)

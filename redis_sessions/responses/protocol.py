@@ -9,7 +9,7 @@ store logic above it is written once.
 from __future__ import annotations
 
 import os
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Awaitable, Protocol, Sequence, runtime_checkable
 
 from ..keys import KeySpace
 from ..models import ResponseSessionSnapshot, StoredResponseSession
@@ -133,8 +133,15 @@ class ChainEngine(Protocol):
         """``save`` and the append of ``pairs`` (item id, item, ...) to the conversation of
         ``conversations``, in one step, every check of both before either writes."""
 
-    async def fetch(self, thread: str, response_id: str, slide_ms: int) -> object | None:
-        """One record (its stored bytes), or None."""
+    def fetch(self, thread: str, response_id: str, slide_ms: int) -> Awaitable[object | None]:
+        """One record (its stored bytes), or None. The hottest read, so an engine may hand
+        back its client's own awaitable: whatever it raises, at the call or the await,
+        goes through :meth:`failed`."""
+
+    def failed(self, exc: Exception, thread: str) -> Exception:
+        """What a :meth:`fetch` of ``thread`` that raised ``exc`` raises: the coded
+        SessionError (one already is returned as it is), or ``exc`` itself when it is
+        not the backend's (a bug, which surfaces as itself)."""
 
     async def has(self, thread: str, response_id: str) -> bool:
         """Whether the thread holds the record (no TTL change)."""

@@ -223,6 +223,9 @@ class ChainStore:
         self.max_record_bytes = validate.integer(max_record_bytes, "max_record_bytes", minimum=1024,
                                                  maximum=MAX_RECORD_BYTES_LIMIT)
         self.sliding_ttl = validate.flag(sliding_ttl, "sliding_ttl")
+        self._slide_ms = self._ttl_ms if sliding_ttl else 0
+        """The TTL every read of a record gives it again, in ms (0: reads give none), as
+        the item and conversation stores keep it."""
         self.replay_instructions = validate.flag(replay_instructions, "replay_instructions")
         self.timeout = validate.seconds(timeout)
 
@@ -230,10 +233,6 @@ class ChainStore:
     def round_trips(self) -> int:
         """Calls made to the backend so far (each is one network round trip on Redis)."""
         return self.engine.round_trips
-
-    @property
-    def _slide_ms(self) -> int:
-        return self._ttl_ms if self.sliding_ttl else 0
 
     async def _thread(self, response_id: str) -> str | None:
         return thread_of(response_id) or await self.engine.locate(response_id, self._slide_ms)
@@ -262,11 +261,15 @@ class ChainStore:
     @bounded
     async def get(self, response_id: str) -> StoredResponseSession | None:
         thread = _minted_thread(response_id, "response id")
+        slide_ms = self._slide_ms
         if thread is None:
-            thread = await self.engine.locate(response_id, self._slide_ms)
+            thread = await self.engine.locate(response_id, slide_ms)
             if thread is None:
                 return None
-        data = await self.engine.fetch(thread, response_id, self._slide_ms)
+        try:
+            data = await self.engine.fetch(thread, response_id, slide_ms)
+        except Exception as exc:
+            raise self.engine.failed(exc, thread) from None
         if data is None:
             return None
         return decode_session(data, lambda: f"response {response_id!r} in {self.keys.thread(str(thread))!r}", response_id)
@@ -294,7 +297,8 @@ class ChainStore:
         starts_thread = thread is not None and roots_thread(previous_response_id, thread)
         depth = self.max_depth if max_depth is None else validate.integer(
             max_depth, "max_depth", minimum=0, maximum=MAX_DEPTH_LIMIT)
-        validate.flag(include_incomplete, "include_incomplete")
+        if include_incomplete is not False:  # the default needs no check (nor a call)
+            validate.flag(include_incomplete, "include_incomplete")
         if thread is None:
             thread = await self.engine.locate(previous_response_id, self._slide_ms)
             if thread is None:
@@ -304,7 +308,10 @@ class ChainStore:
         if depth and not slide_ms and starts_thread:
             # A root by its id: one plain read of its record, no walk (depth 1 at the cost
             # of a get). The record's own parent decides; one saved under a parent is walked.
-            data = await self.engine.fetch(thread, previous_response_id, 0)
+            try:
+                data = await self.engine.fetch(thread, previous_response_id, 0)
+            except Exception as exc:
+                raise self.engine.failed(exc, thread) from None
             if data is None:
                 check_walk("missing", previous_response_id, previous_response_id, depth)
             root = decode_session(data, lambda: f"{self.keys.thread(thread)} (record 0 of the chain)",
@@ -375,7 +382,10 @@ class ChainStore:
         """Whether the record stored under the id is ``session``, in another encoding than
         this store's (full or compact, or an older version's): then the save is done, as
         for the same bytes. One more read, on a refusal only."""
-        data = await self.engine.fetch(thread, session.id, 0)
+        try:
+            data = await self.engine.fetch(thread, session.id, 0)
+        except Exception as exc:
+            raise self.engine.failed(exc, thread) from None
         if data is None:
             return False
         try:
