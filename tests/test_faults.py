@@ -1,6 +1,7 @@
 """Every write, through a proxy that loses, holds or cuts its reply after the server
 ran it: the effect happens exactly once and the caller sees the result it would
-have seen had the reply arrived.
+have seen had the reply arrived. The reads a gateway makes, the same way: they
+answer what is stored, whole.
 
 Stores and sessions are built the way users build them (``from_url``, redis-py's
 own retry, the package's budget), with a short socket timeout so a held reply
@@ -86,10 +87,10 @@ class Faulty:
         return RedisSession.from_url(session_id, url=self.url, key_prefix=self.prefix,
                                      redis_kwargs=self.redis_kwargs, **options)
 
-    def arm(self, key: str, fault: str, script_name: str) -> None:
+    def arm(self, key: str, fault: str, script_name: str, match: bytes | None = None) -> None:
         for proxy in self.proxies:
             proxy.disarm()
-        self.for_key(key).arm(fault, match=sha_of(script_name).encode(), hold=0.0)
+        self.for_key(key).arm(fault, match=match or sha_of(script_name).encode(), hold=0.0)
 
 
 def sha_of(name: str) -> str:
@@ -115,9 +116,11 @@ async def faulty(request: pytest.FixtureRequest) -> AsyncIterator[Faulty]:
                      {"address_remap": cp.remap}, prefix)
 
 
-async def under_fault(faulty: Faulty, tally: Tally, key: str, script_name: str, call: Callable[[], Awaitable[Any]]) -> Any:
-    """Arm the fault on the reply to ``script_name`` for ``key``, make the call, count."""
-    faulty.arm(key, tally.fault, script_name)
+async def under_fault(faulty: Faulty, tally: Tally, key: str, script_name: str, call: Callable[[], Awaitable[Any]],
+                      match: bytes | None = None) -> Any:
+    """Arm the fault on the reply to ``script_name`` for ``key`` (or to the command whose
+    bytes hold ``match``), make the call, count."""
+    faulty.arm(key, tally.fault, script_name, match)
     before = faulty.fired
     tally.calls += 1
     try:
@@ -187,6 +190,68 @@ async def test_delete_answers_true_once_deleted_and_deletes_nothing_else(faulty:
     assert (await store.get(root)) is not None  # nothing else deleted
     await store.close()
     tally.check()
+
+
+READS = pytest.mark.parametrize("read", ["get", "root", "inline chain", "chain then HMGET"])
+
+
+async def faulted_reads(faulty: Faulty, tally: Tally, read: str, retries: bool = True, rounds: int = 0) -> list[Any]:
+    """The reads of a gateway, each with its own command faulted: a record's plain HGET
+    (get, and the resolve of a root), the walk that returns a small chain itself, and
+    the HMGET that reads a bigger chain after its walk. Counts a read that answered
+    anything but the stored chain, whole, as a wrong result; returns the coded errors."""
+    if retries:
+        store = faulty.store()
+    else:
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+
+        store = RedisResponseSessionStore.from_url(faulty.url, key_prefix=faulty.prefix, redis_kwargs={
+            **faulty.redis_kwargs, "retry": Retry(NoBackoff(), 0)})
+    size = 6000 if read == "chain then HMGET" else 0  # three of them pass the walk's 8 KB inline budget
+    root = new_response_id()
+    chain = [root]
+    await store.save(record(root, payload="x" * size))
+    for _ in range(2 if read in ("inline chain", "chain then HMGET") else 0):
+        chain.append(new_response_id(chain[-1]))
+        await store.save(record(chain[-1], parent=chain[-2], payload="x" * size))
+    key = store.keys.thread(_thread(store, root))
+    match, script_name = {"get": (b"HGET", ""), "root": (b"HGET", ""), "inline chain": (None, "chain_walk"),
+                          "chain then HMGET": (b"HMGET", "")}[read]
+    errors = []
+    for _ in range(rounds or ROUNDS[tally.fault]):
+        if read == "get":
+            got = await under_fault(faulty, tally, key, script_name, lambda: store.get(root), match)
+            ids = [got.id] if got is not None and not isinstance(got, SessionError) else None
+        else:
+            got = await under_fault(faulty, tally, key, script_name, lambda: store.resolve_chain(chain[-1]), match)
+            ids = None if isinstance(got, SessionError) else [s.id for s in got.sessions]
+        if isinstance(got, SessionError):
+            errors.append(got)
+        elif ids != chain:
+            tally.wrong_results += 1
+    await store.close()
+    return errors
+
+
+@FAULTS
+@READS
+async def test_a_read_answers_what_is_stored(faulty: Faulty, fault: str, read: str) -> None:
+    tally = Tally(faulty.name, f"read: {read}", fault)
+    await faulted_reads(faulty, tally, read)
+    tally.check()
+
+
+@FAULTS
+@READS
+async def test_a_read_without_retries_fails_with_a_coded_error(faulty: Faulty, fault: str, read: str) -> None:
+    """A client that does not retry (redis-py's ``Retry`` with 0 retries) sees faulted
+    reads fail: as the package's coded error, never as redis-py's own exception, and
+    never as a shorter chain."""
+    tally = Tally(faulty.name, f"read, no retries: {read}", fault)
+    errors = await faulted_reads(faulty, tally, read, retries=False, rounds=4)
+    assert tally.fired == tally.calls and tally.wrong_results == 0, tally
+    assert errors and {e.code for e in errors} <= {ErrorCode.BACKEND_UNAVAILABLE, ErrorCode.BACKEND_TIMEOUT}, errors
 
 
 # -- item sessions ----------------------------------------------------------------------
