@@ -79,9 +79,10 @@ class Faulty:
     def fired(self) -> int:
         return sum(p.fired for p in self.proxies)
 
-    def store(self, **options: Any) -> RedisResponseSessionStore:
-        return RedisResponseSessionStore.from_url(self.url, key_prefix=self.prefix, redis_kwargs=self.redis_kwargs,
-                                                  **options)
+    def store(self, redis_kwargs: dict[str, Any] | None = None, **options: Any) -> RedisResponseSessionStore:
+        """A store through the proxies; ``redis_kwargs`` are laid over the fixture's own."""
+        return RedisResponseSessionStore.from_url(self.url, key_prefix=self.prefix,
+                                                  redis_kwargs={**self.redis_kwargs, **(redis_kwargs or {})}, **options)
 
     def session(self, session_id: str, **options: Any) -> RedisSession:
         return RedisSession.from_url(session_id, url=self.url, key_prefix=self.prefix,
@@ -200,14 +201,10 @@ async def faulted_reads(faulty: Faulty, tally: Tally, read: str, retries: bool =
     (get, and the resolve of a root), the walk that returns a small chain itself, and
     the HMGET that reads a bigger chain after its walk. Counts a read that answered
     anything but the stored chain, whole, as a wrong result; returns the coded errors."""
-    if retries:
-        store = faulty.store()
-    else:
-        from redis.asyncio.retry import Retry
-        from redis.backoff import NoBackoff
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
 
-        store = RedisResponseSessionStore.from_url(faulty.url, key_prefix=faulty.prefix, redis_kwargs={
-            **faulty.redis_kwargs, "retry": Retry(NoBackoff(), 0)})
+    store = faulty.store() if retries else faulty.store(redis_kwargs={"retry": Retry(NoBackoff(), 0)})
     size = 6000 if read == "chain then HMGET" else 0  # three of them pass the walk's 8 KB inline budget
     root = new_response_id()
     chain = [root]
