@@ -163,7 +163,7 @@ local function books_off(key)
 end
 
 -- nil and what the writes need when the save should write; else the reply to
--- give ({'ok', id} when it is already done, or a refusal).
+-- give ('ok' when it is already done, or a refusal).
 -- One read serves every check of a new record: the ring, whether the record and its
 -- parent exist (a record's p: field is written and deleted with its d: field, and a
 -- root's is ''), the books, and the parent's jump list when this record keeps one.
@@ -177,7 +177,7 @@ local function save_check(key, A)
   if jumps then fields[10] = 'j:' .. parent end
   local got = redis.call('HMGET', key, unpack(fields))
   local ring, old, parent_link, above = got[4] or '', got[6], got[7], jumps and got[10]
-  if token ~= '' and string.find(ring, token, 1, true) then return {'ok', id} end
+  if token ~= '' and string.find(ring, token, 1, true) then return 'ok' end
 
   local want = A[4]
   if A[3] == '=' and parent ~= want then return {'expected', parent} end
@@ -187,7 +187,7 @@ local function save_check(key, A)
     local size = redis.call('HSTRLEN', key, 'd:' .. id)
     exists = size > 0
     if exists then
-      if old == parent and size == #blob and redis.call('HGET', key, 'd:' .. id) == blob then return {'ok', id} end
+      if old == parent and size == #blob and redis.call('HGET', key, 'd:' .. id) == blob then return 'ok' end
       if A[5] ~= '1' then return {'exists', id} end
       if A[3] == '=' and old ~= want then return {'expected', old} end
     end

@@ -8,7 +8,7 @@
 -- ARGV[9]  operation token (16 hex digits, random per call; absent or '' = none)
 -- ARGV[10] how many tokens the thread's ring keeps
 -- ARGV[11] '1': keep the books of per-response expiry (lua/chain_lib.lua)
--- Returns {'ok', id} or {reason, detail}. Checks first, writes last: a refusal
+-- Returns 'ok' or {reason, detail}. Checks first, writes last: a refusal
 -- writes nothing, and nothing after the first write can fail.
 --
 -- Idempotent: redis-py re-sends a script whose reply was lost, so this may run
@@ -22,4 +22,4 @@
 local reply, st = save_check(KEYS[1], ARGV)
 if reply then return reply end
 save_write(KEYS[1], ARGV, st)
-return {'ok', ARGV[1]}
+return 'ok'

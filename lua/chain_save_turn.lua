@@ -6,7 +6,7 @@
 -- ARGV[1..11]  the save, as lua/chain_save.lua takes it
 -- ARGV[12] the conversation's TTL in ms ('0': none)
 -- ARGV[13..] item id, item, ... the turn's input then output items, oldest first
--- Returns {'ok', id}, a save's refusal (chain_save.lua), or {'nf', ''} (no such
+-- Returns 'ok', a save's refusal (chain_save.lua), or {'nf', ''} (no such
 -- conversation), {'dup', item id} (a live item of the conversation has that id),
 -- {'corrupt', ''}.
 --
@@ -21,4 +21,4 @@ if not n then return {refused[1], refused[2] or ''} end
 save_write(KEYS[1], ARGV, st)
 append_write(KEYS[2], ARGV, 13, n, {})
 expire(KEYS[2], tonumber(ARGV[12]))
-return {'ok', ARGV[1]}
+return 'ok'
