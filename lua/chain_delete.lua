@@ -32,13 +32,14 @@ local jumped = redis.call('HEXISTS', key, 'j:' .. id)
 local leaf_deadline = tonumber(redis.call('HGET', key, 'e:' .. id) or '')
 local has_ring = (ring ~= '' or token ~= '') and 1 or 0
 local stamped = redis.call('HEXISTS', key, 'w')  -- the last-write stamp (chain_save.lua): not a record
+local sized = redis.call('HEXISTS', key, 'm')  -- the largest record's size (chain_lib.lua): nor this
 local records_left
 if mode == 'on' and b.has_c == 1 then
   records_left = b.c - found
 else
-  -- Every field but the ring and the stamp, less this record's: counts leftover
+  -- Every field but the ring, the stamp and the size, less this record's: counts leftover
   -- book fields as records too, so it can only say "none left" when none is.
-  records_left = redis.call('HLEN', key) - found - linked - jumped - (ring ~= '' and 1 or 0) - stamped
+  records_left = redis.call('HLEN', key) - found - linked - jumped - (ring ~= '' and 1 or 0) - stamped - sized
 end
 local pttl, linger = redis.call('PTTL', key), tonumber(ARGV[4])
 
@@ -49,8 +50,8 @@ if token ~= '' then
   if #ring > keep then ring = string.sub(ring, 1, keep) end
   redis.call('HSET', key, 'ops', token .. (found == 1 and 'D' or 'N') .. ring)
 end
--- No record left: nothing to judge idle, and the stamp alone must not keep the key.
-if records_left == 0 and stamped == 1 then redis.call('HDEL', key, 'w') end
+-- No record left: nothing to judge idle or to size, and neither field must keep the key.
+if records_left == 0 and stamped + sized > 0 then redis.call('HDEL', key, 'w', 'm') end
 if mode == 'on' and ARGV[6] == '1' then
   local L = b.L
   if found == 1 then

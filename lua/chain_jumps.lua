@@ -18,6 +18,15 @@
 -- an ancestor costs time, never truth.
 local JUMP_MIN_BYTES, JUMP_BYTES, JUMPS = 4096, 1024, 16
 
+-- The largest record's size a thread's m field tells ("<bytes> <stamp>", lua/chain_lib.lua)
+-- while its stamp is the thread's last-write stamp ``w`` (both as read); else nil. Here
+-- because every chain script has this file in front: the walk reads m, saves keep it.
+local function largest_told(m, w)
+  local space = m and w and string.find(m, ' ', 1, true)
+  if space and string.sub(m, space + 1) == w then return tonumber(string.sub(m, 1, space - 1)) end
+  return nil
+end
+
 -- A jump list's first two spaces ("bars") and how many ids it names (nil when it is not
 -- one): the ids follow the second bar; the walk goes on from what is between the bars.
 local function jump_parts(list)

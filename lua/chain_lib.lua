@@ -19,6 +19,13 @@
 --   r       how many fields the thread held after the last write that kept these books:
 --           a thread whose count differs was written by something that does not keep
 --           them (a version before this one), and stops removing records for good
+-- Kept by every save, books or not:
+--   m       "<bytes> <stamp>": the largest record the thread has held, as of the save
+--           that wrote the last-write stamp w it names. A save by anything that does
+--           not keep m (a version before it) writes another w, and m no longer counts:
+--           the walk (lua/chain_walk.lua) then sizes each record it passes, and saves
+--           drop m and stop keeping it, as they stop the books. Removing records leaves
+--           it an upper bound; deleting the thread's last record deletes it.
 -- Removal is bounded: a save removes at most PRUNE leaves (a leaf whose removal makes
 -- its parent a leaf past its deadline counts again), and L stays below LEAVES_MAX
 -- bytes (leaves past it are not indexed: they stay until the thread expires).
@@ -162,6 +169,15 @@ local function books_off(key)
   redis.call('HDEL', key, 'r', 'c', 'L')
 end
 
+-- The largest record the thread holds by its m field (``m`` and ``w`` as read), when
+-- m is current: 0 for a thread without records, nil when nothing tells.
+local function largest_known(m, w, b)
+  local told = largest_told(m, w)
+  if told then return told end
+  if b.mode == 'new' or (b.mode == 'on' and b.c == 0) then return 0 end
+  return nil
+end
+
 -- nil and what the writes need when the save should write; else the reply to
 -- give ('ok' when it is already done, or a refusal).
 -- One read serves every check of a new record: the ring, whether the record and its
@@ -172,11 +188,11 @@ local function save_check(key, A)
   local id, parent, blob = A[1], A[2], A[6]
   local token = A[9] or ''
   local fields = {unpack(BOOK_FIELDS)}
-  fields[6], fields[7], fields[8], fields[9] = 'p:' .. id, 'p:' .. parent, 'e:' .. parent, 'k:' .. parent
+  fields[6], fields[7], fields[8], fields[9], fields[10] = 'p:' .. id, 'p:' .. parent, 'e:' .. parent, 'k:' .. parent, 'm'
   local jumps = keeps_jumps(parent, #blob)
-  if jumps then fields[10] = 'j:' .. parent end
+  if jumps then fields[11] = 'j:' .. parent end
   local got = redis.call('HMGET', key, unpack(fields))
-  local ring, old, parent_link, above = got[4] or '', got[6], got[7], jumps and got[10]
+  local ring, old, parent_link, above = got[4] or '', got[6], got[7], jumps and got[11]
   if token ~= '' and string.find(ring, token, 1, true) then return 'ok' end
 
   local want = A[4]
@@ -208,10 +224,11 @@ local function save_check(key, A)
   -- ``fresh``: no p: field yet (nor d:, written and deleted with it). ``parent_leaf``
   -- and ``parent_k``: the parent's e: and k: fields, what child_added would find. (A
   -- field HMGET does not find reads as false in Lua, not nil.)
+  local b = books_of(redis.call('HLEN', key), unpack(got, 1, #BOOK_FIELDS))
   return nil, {ring = ring, exists = exists, old = exists and old or '', above = above,
                fresh = not old, has_ops = got[4] and true, has_w = got[5] and true,
                parent_leaf = parent ~= '' and got[8] and true, parent_k = tonumber(got[9] or ''),
-               books = books_of(redis.call('HLEN', key), unpack(got, 1, #BOOK_FIELDS))}
+               has_m = got[10] and true, largest = largest_known(got[10], got[5], b), books = b}
 end
 
 -- A new leaf's books, written with the record in its one HSET (the common save: five
@@ -256,7 +273,9 @@ local function save_write(key, A, st)
   -- --idle-older-than` judges a thread by (lua/purge_if_idle.lua).
   local now = ms_now()
   local deadline = ttl > 0 and now + ttl or nil
-  local args = {'d:' .. id, blob, 'p:' .. id, parent, 'w', string.format('%.0f', now)}
+  local w = string.format('%.0f', now)
+  local args = {'d:' .. id, blob, 'p:' .. id, parent, 'w', w}
+  if st.largest then args[7], args[8] = 'm', math.max(st.largest, #blob) .. ' ' .. w end
   local jumps = jump_list(key, parent, #blob, st.above)
   if jumps then
     args[#args + 1], args[#args + 2] = 'j:' .. id, jumps
@@ -270,15 +289,18 @@ local function save_write(key, A, st)
   end
   local is_new_leaf = keep and not st.exists and deadline
   if is_new_leaf then args[#args + 1], args[#args + 2] = 'e:' .. id, string.format('%.0f', deadline) end
-  if is_new_leaf and st.fresh then
-    -- the fields the record's write adds: d:, p: and e: of a fresh record, w, j: and ops if new
+  local stale_m = st.has_m and not st.largest
+  if is_new_leaf and st.fresh and not stale_m then
+    -- the fields the record's write adds: d:, p: and e: of a fresh record, w, m, j: and ops if new
     local adds = 3 + (jumps and 1 or 0) + (st.has_w and 0 or 1) + ((token ~= '' and not st.has_ops) and 1 or 0)
+                 + ((st.largest and not st.has_m) and 1 or 0)
     if new_leaf_saved(key, args, adds, st, parent, id, deadline, now) then
       ttl_lengthened(key, ttl, b.len == 0)
       return
     end
   end
   redis.call('HSET', key, unpack(args))
+  if stale_m then redis.call('HDEL', key, 'm') end  -- no longer tells: see the top of this file
   if ttl == 0 then redis.call('PERSIST', key) else ttl_lengthened(key, ttl, b.len == 0) end
   if not keep then
     if b.mode == 'on' or b.mode == 'taint' then books_off(key) end

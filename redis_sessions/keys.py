@@ -126,6 +126,10 @@ class KeySpace:
     """When a thread was last written (server time, ms), if it records it: what
     ``purge --idle-older-than`` judges a thread by (lua/purge_if_idle.lua)."""
 
+    LARGEST_FIELD: ClassVar[str] = "m"
+    """``<bytes> <stamp>``: the largest record a thread has held, while ``w`` is still
+    the stamp it names (lua/chain_lib.lua): what a resolve sizes its reads by."""
+
     # -- item sessions -----------------------------------------------------
     def session_items(self, session_id: str) -> str:
         return f"{self.prefix}:{{s:{session_id}}}:items"

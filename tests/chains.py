@@ -51,6 +51,20 @@ def record(
     )
 
 
+async def linear(store: ChainStore, n: int, payload: str = "", prefix: str = "ext", *,
+                 payloads: list[str] | None = None, first_parent: str | None = None) -> list[str]:
+    """``n`` responses ``<prefix>-<i>`` (ids minted elsewhere), each the child of the one
+    before (the first under ``first_parent``), "turn <i>" with ``payloads[i]`` or ``payload``."""
+    ids: list[str] = []
+    parent = first_parent
+    for i in range(n):
+        rid = f"{prefix}-{i}"
+        await store.save(record(rid, parent, f"turn {i}", payload=payloads[i] if payloads is not None else payload))
+        ids.append(rid)
+        parent = rid
+    return ids
+
+
 async def build_chain(store: ChainStore, depth: int, *, first_parent: str | None = None) -> list[str]:
     """Save a linear chain of ``depth`` minted responses; return their ids oldest first."""
     ids: list[str] = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from chains import make_store, plant, record
+from chains import linear, make_store, plant, record
 from redis_sessions import ErrorCode, SessionError, StoredResponseSession
 from redis_sessions.codec import COMPACT, ID_LEFT_OUT, RESPONSE_ID_LEFT_OUT, decode_session
 from redis_sessions.responses.jumps import JUMP_BYTES, JUMPS
@@ -14,16 +14,6 @@ from redis_sessions.responses.redis_engine import WALK_STEPS
 from redis_sessions.responses.store import encode_record
 
 BIG = "x" * 4000  # five of these are past the inline budget: the chain is walked, then read
-
-
-async def linear(store, n, payload="", prefix="ext"):
-    ids, parent = [], None
-    for i in range(n):
-        rid = f"{prefix}-{i}"
-        await store.save(record(rid, parent, f"turn {i}", payload=payload))
-        ids.append(rid)
-        parent = rid
-    return ids
 
 
 async def test_a_loop_longer_than_one_walk_call_is_a_cycle(backend):
@@ -65,11 +55,11 @@ async def test_a_record_overwritten_between_walk_and_read_is_read_again(redis_ba
     engine = store.engine
     read, calls = engine._read, []
 
-    async def changing(key, entries):
+    async def changing(key, entries, record_bytes):
         calls.append(list(entries))
         if len(calls) == 1:  # the walk went through ext-3; now ext-3 moves under ext-side
             await store.save(record(ids[3], "ext-side", "turn 3", payload=BIG), overwrite=True)
-        return await read(key, entries)
+        return await read(key, entries, record_bytes)
 
     engine._read = changing
     snap = await store.resolve_chain(ids[-1])
@@ -86,11 +76,11 @@ async def test_a_chain_that_keeps_changing_is_a_coded_error_not_a_mixed_history(
     engine = store.engine
     read, flips = engine._read, {"n": 0}
 
-    async def flipping(key, entries):
+    async def flipping(key, entries, record_bytes):
         flips["n"] += 1
         parent = "ext-a" if flips["n"] % 2 else "ext-b"
         await store.save(record(ids[3], parent, "turn 3", payload=BIG), overwrite=True)
-        return await read(key, entries)
+        return await read(key, entries, record_bytes)
 
     engine._read = flipping
     with pytest.raises(SessionError) as err:
@@ -105,10 +95,10 @@ async def test_a_record_deleted_between_walk_and_read_is_not_found_never_a_short
     engine = store.engine
     read = engine._read
 
-    async def deleting(key, entries):
+    async def deleting(key, entries, record_bytes):
         engine._read = read
         await store.delete(ids[2])
-        return await read(key, entries)
+        return await read(key, entries, record_bytes)
 
     engine._read = deleting
     with pytest.raises(SessionError) as err:

@@ -14,7 +14,7 @@ from chains import all_keys, build_chain, make_store, record, save_in_process
 from redis_sessions import ErrorCode, RedisResponseSessionStore, SessionError, new_response_id
 from redis_sessions.ids import thread_of
 from redis_sessions.responses import redis_engine
-from redis_sessions.responses.redis_engine import INLINE_BYTES, WALK_STEPS
+from redis_sessions.responses.redis_engine import INLINE_BYTES, WALK_STEPS, read_plan
 from redis_sessions.responses.jumps import JUMP_BYTES, JUMPS
 from redis_sessions.responses.store import encode_record
 from servers import free_port
@@ -143,8 +143,9 @@ async def reads_processed(nodes: list[Redis]) -> int:
 @pytest.mark.parametrize("depth, payload", [(1, ""), (10, ""), (100, ""), (3, "x" * 4000), (2500, "")])
 async def test_requests_per_resolve_follow_the_cost_model(real_backend, depth, payload):
     """Requests the server reads for one resolve: the locator of a foreign id (1), one walk
-    per WALK_STEPS hops, and one more for the records unless they total at most INLINE_BYTES
-    (then the walk's reply carries them). A pipeline of HMGET slices arrives in one read."""
+    per WALK_STEPS hops, and the reads of the records unless they total at most INLINE_BYTES
+    (then the walk's reply carries them): one per trip of read_plan, sized by the thread's
+    largest record. A trip's pipeline of HMGET slices arrives in one read."""
     store = make_store(real_backend, max_depth=5000)
     ids: list[str] = []
     parent = None
@@ -158,11 +159,12 @@ async def test_requests_per_resolve_follow_the_cost_model(real_backend, depth, p
     nodes = [Redis(port=port) for port in ports]
     await reads_processed(nodes)  # connect first: a new connection sends setup commands
     await store.resolve_chain("ext-leaf")  # and load the script, should an earlier test have flushed it
+    largest = max(len(encode_record(s)) for s in (await store.resolve_chain("ext-leaf")).sessions)
     for leaf, locator in ((ids[-1], 0), ("ext-leaf", 1)):
         chain = (await store.resolve_chain(leaf)).sessions
         stored = sum(len(encode_record(s)) for s in chain)
         walks = -(-len(chain) // WALK_STEPS)
-        expected = locator + walks + (0 if stored <= INLINE_BYTES else 1)
+        expected = locator + walks + (0 if stored <= INLINE_BYTES else len(read_plan(len(chain), largest)))
         before, trips = await reads_processed(nodes), store.round_trips
         snap = await store.resolve_chain(leaf)
         after = await reads_processed(nodes)
@@ -209,12 +211,13 @@ async def test_a_root_is_resolved_by_a_plain_hget_and_a_continuation_by_the_walk
 HASH_READS = ("hget", "hmget", "hstrlen")
 
 
-@pytest.mark.parametrize("n, costs", [(12, [4, 15]), (40, [9, 46])])
+@pytest.mark.parametrize("n, costs", [(12, [4, 15]), (40, [6, 43])])
 async def test_the_walk_of_big_records_follows_their_jump_lists(real_backend, n, costs, monkeypatch):
     """Records of 16 KB (a list of 16). 12: the walk reads the leaf's list of its 11 ancestors, which ends
-    at the root (shorter than JUMPS); with the first HSTRLEN and the records' two HMGET
-    slices (8 records of up to 1 MiB each), 4 hash reads, where by the pointers it makes
-    one per record (15). 40: two full lists and one that ends at the root, and 5 slices."""
+    at the root (shorter than JUMPS); with the first HSTRLEN, the thread's largest record
+    (m, w) and the records' one HMGET (192 KB, sized by that record), 4 hash reads, where
+    by the pointers it makes one per record (15). 40: two full lists and one that ends
+    at the root, and one HMGET of 640 KB."""
     store = make_store(real_backend)
     parent, ids = None, []
     for i in range(n):

@@ -157,20 +157,21 @@ def _count_items(pipe: Any, key: str) -> None:
 
 def _queue_facts(pipe: Any, key: Key) -> None:
     """TYPE and PTTL of every key; a thread's field count and whether it has the
-    two fields that are not records; an item session's entry count."""
+    three fields that are not records; an item session's entry count."""
     pipe.type(key.name)
     pipe.pttl(key.name)
     if key.kind == "thread":
         pipe.hlen(key.name)
         pipe.hexists(key.name, KeySpace.OPS_FIELD)
         pipe.hexists(key.name, KeySpace.LAST_WRITE_FIELD)
+        pipe.hexists(key.name, KeySpace.LARGEST_FIELD)
         pipe.hmget(key.name, "c", "r")  # per-response expiry's record and field counts (chain_lib.lua)
     elif key.kind == "items":
         _count_items(pipe, key.name)
 
 
 def _fact_count(key: Key) -> int:
-    return {"thread": 6, "items": 3}.get(key.kind, 2)
+    return {"thread": 7, "items": 3}.get(key.kind, 2)
 
 
 async def stats(target: Target, sample: int) -> int:
@@ -236,8 +237,8 @@ def _summarise(target: Target, keys: list[Key], facts: list[list[Any]], usage: d
         count[group] += 1
         measured.append(key)
         if group == "thread":
-            fields, non_records = _int(counts[0]), _int(counts[1]) + _int(counts[2])
-            kept, written = (_number(v) for v in counts[3])
+            fields, non_records = _int(counts[0]), _int(counts[1]) + _int(counts[2]) + _int(counts[3])
+            kept, written = (_number(v) for v in counts[4])
             # the record count per-response expiry keeps, where its field count proves it current
             n = kept if kept is not None and written == fields - 1 else max(0, fields - non_records) // 2
             responses += n
@@ -261,7 +262,7 @@ def _summarise(target: Target, keys: list[Key], facts: list[list[Any]], usage: d
         "threads": count["thread"],
         "responses": responses,
         "responses_method": "per thread, the record count its saves keep ('c'), where its field count ('r') "
-                            "proves it current; else its fields but 'ops' and 'w', halved (exact for threads "
+                            "proves it current; else its fields but 'ops', 'w' and 'm', halved (exact for threads "
                             "written before per-response expiry)",
         "item_sessions": count["items"],
         "items": items,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..clock import Clock
+from ..keys import KeySpace
 if TYPE_CHECKING:
     from ..conversations.memory import HashStore
 
@@ -31,8 +32,20 @@ class _Entry:
     expires_at: int | None = None  # the deadline in ms; None: no expiry
 
 
-LAST_WRITE = "w"
+LAST_WRITE = KeySpace.LAST_WRITE_FIELD
 """The thread's last-write stamp (chain_save.lua writes the server's TIME; here, the clock's)."""
+LARGEST = KeySpace.LARGEST_FIELD
+"""The largest record the thread has held, ``<bytes> <stamp>`` (lua/chain_lib.lua)."""
+
+
+def largest_told(fields: dict[str, bytes | str]) -> int | None:
+    """The largest record's size the thread's m field tells while its stamp is the
+    thread's last-write stamp (lua/chain_jumps.lua's largest_told), else None."""
+    told, stamp = fields.get(LARGEST), fields.get(LAST_WRITE)
+    if told is None or stamp is None:
+        return None
+    size, _, of = str(told).partition(" ")
+    return int(size) if of and of == str(stamp) else None
 
 
 class MemoryChainEngine:
@@ -143,6 +156,9 @@ class MemoryChainEngine:
         exists = f"d:{rid}" in fields_before
         old = str(fields_before.get(f"p:{rid}", "")) if exists else ""
         mode = books.mode(fields_before)
+        largest = largest_told(fields_before)
+        if largest is None and (mode == "new" or (mode == "on" and (books.number(fields_before.get("c")) or 0) == 0)):
+            largest = 0  # no record: nothing larger than this one
         now = self.now_ms()
         if entry is None:
             entry = self.threads[thread] = _Entry(expires_at=self._deadline(ttl))
@@ -161,6 +177,10 @@ class MemoryChainEngine:
         if token:
             fields[OPS_FIELD] = ring_push(str(fields.get(OPS_FIELD, "")), token, SAVED)
         fields[LAST_WRITE] = str(now)
+        if largest is not None:
+            fields[LARGEST] = f"{max(largest, len(request.blob))} {now}"
+        else:
+            fields.pop(LARGEST, None)  # no longer tells
         if not request.books or mode in ("taint", "off"):
             if mode not in ("off", "new"):
                 books.off(fields)
@@ -302,18 +322,20 @@ class MemoryChainEngine:
         leaf_deadline = books.number(fields.get(f"e:{response_id}"))
         has_ring = bool(ring or token)
         stamped = LAST_WRITE in fields
+        sized = LARGEST in fields
         records = books.number(fields.get("c"))
         if mode == "on" and records is not None:
             left = records - found
         else:
-            left = len(fields) - found - linked - jumped - (1 if ring else 0) - stamped
+            left = len(fields) - found - linked - jumped - (1 if ring else 0) - stamped - sized
         pttl = self._pttl(entry)
         for name in (f"d:{response_id}", f"p:{response_id}", f"j:{response_id}"):
             fields.pop(name, None)
         if token:
             fields[OPS_FIELD] = ring_push(ring, token, DELETED if found else NOT_FOUND)
-        if left == 0 and stamped:
+        if left == 0:
             fields.pop(LAST_WRITE, None)
+            fields.pop(LARGEST, None)
         if mode == "on" and keep_books:
             leaves = str(fields.get("L", ""))
             if found:

@@ -38,13 +38,21 @@ INLINE_BYTES = 8192
 round trip. Measured (benchmarks/bench_chain_cost.py): the copy through Lua costs about
 1.4 us of server time per KB, while a second request costs the caller a network round
 trip; past a few KB the copy would cost the shard more than the round trip saves."""
-READ_SLICE_BYTES = 8 * 1024 * 1024
-"""Most record bytes one HMGET may read, counting every record at the store's
-``max_record_bytes`` (measured: 4.3 MB in 1.3 to 2.1 ms of server time on a loaded
-machine): a longer chain is read in several HMGETs, pipelined in one round trip, so
-other clients' commands run between them. Slicing by count at the size limit costs
-one more HMGET per slice; sizing every record (HSTRLEN per hop) cost more."""
-MAX_SLICE_RECORDS = 512
+READ_SLICE_BYTES = 2 * 1024 * 1024
+"""Most record bytes one HMGET reads, every record counted at the size of the largest
+the thread holds (the walk tells it: see :meth:`RedisChainEngine.walk`). Measured on a
+machine whose page faults are slow: HMGETs of 8 MiB (eight records of 1 MiB) took
+1.0-1.8 ms, but 6.3-7.2 ms in 6 of 40, and 13.7 ms inside a resolve; of 2 MiB, at most
+1.9 ms."""
+SLICE_RECORDS = 256
+"""Most records one HMGET reads: there, 256 records of 4 KB took 1.1-1.4 ms, and 1,024
+took 4.4-4.8 ms (small records cost by the record more than by the byte)."""
+SLICES_PER_TRIP = 4
+"""HMGETs one round trip pipelines. Redis runs the commands of one read off a socket back
+to back, so every other client waits for all of a trip: while resolves of 64 records of
+1 MB ran back to back, another process's PINGs waited up to 58 ms (99.9th percentile 32 ms)
+with all eight 8 MiB slices in one trip, and up to 9 ms (4 ms; idle, the machine's own
+stalls gave 6-10 ms) with trips of four 2 MiB slices."""
 _INLINE = _number(INLINE_BYTES)
 _STEPS = _number(WALK_STEPS)
 THREAD_SCAN_COUNT = 64
@@ -60,6 +68,16 @@ def _save_args(request: SaveRequest) -> list[Any]:
     return [request.response_id, request.parent, b"=" if request.expect else b"-", request.expected,
             b"1" if request.overwrite else b"0", request.blob, _number(request.ttl_ms),
             _number(request.walk_limit), request.token, _RING, b"1" if request.books else b"0"]
+
+
+def read_plan(count: int, record_bytes: int) -> list[list[slice]]:
+    """How ``count`` records of at most ``record_bytes`` each are read after a walk: round
+    trips, each a list of HMGETs (slices of the records, in order) sent together. An HMGET
+    reads at most READ_SLICE_BYTES and SLICE_RECORDS of them, a trip SLICES_PER_TRIP HMGETs:
+    1,024 records of up to 8 KB in one trip, 416 of 20 KB, 8 of 1 MiB."""
+    per = max(1, min(SLICE_RECORDS, READ_SLICE_BYTES // max(1, record_bytes)))
+    slices = [slice(at, min(count, at + per)) for at in range(0, count, per)]
+    return [slices[at:at + SLICES_PER_TRIP] for at in range(0, len(slices), SLICES_PER_TRIP)]
 
 
 def _saved(result: Any, request: SaveRequest) -> tuple[str, str]:
@@ -99,8 +117,9 @@ def _wrong_type(key: str, kind: str) -> SessionError:
 class RedisChainEngine:
     def __init__(self, link: RedisLink, keys: KeySpace, acks: ReplicaAcks | None = None) -> None:
         self.link = link
-        self.slice_records = MAX_SLICE_RECORDS
-        """Records per HMGET when a chain is read after its walk: see :meth:`limit_records`."""
+        self.record_limit = 1024 * 1024
+        """The store's ``max_record_bytes``: what a record is counted as when the thread
+        cannot tell its largest (see :meth:`limit_records`)."""
         self.keys = keys
         self.acks = acks
         """``replica_acks``: the scripts' writes and the locator's SET wait for replicas (see replication)."""
@@ -112,9 +131,8 @@ class RedisChainEngine:
         self._delete = script("chain_delete")
 
     def limit_records(self, max_record_bytes: int) -> None:
-        """Records may be up to ``max_record_bytes``: read at most READ_SLICE_BYTES of
-        them per HMGET."""
-        self.slice_records = max(1, min(MAX_SLICE_RECORDS, READ_SLICE_BYTES // max_record_bytes))
+        """Records may be up to ``max_record_bytes``."""
+        self.record_limit = max_record_bytes
 
     async def locate(self, response_id: str, slide_ms: int) -> str | None:
         key, legacy = self.keys.locator(response_id), self.keys.legacy_locator(response_id)
@@ -219,8 +237,10 @@ class RedisChainEngine:
                    jumps: bool = True) -> tuple[str, str, Sequence[object], Sequence[str] | None]:
         """The chain from ``start``: pointers walked by lua/chain_walk.lua, at most
         WALK_STEPS reads per call; records returned by the walk itself when the whole chain
-        is at most INLINE_BYTES (one round trip), else read with HMGET in slices of
-        at most READ_SLICE_BYTES each, all pipelined in one more round trip.
+        is at most INLINE_BYTES (one round trip), else read with HMGETs (:func:`read_plan`)
+        sized by the largest record the thread holds, as its m field tells the walk; in a
+        thread whose m does not tell (one written by a version before it), the walk sizes
+        each record it passes instead, by the pointers only.
 
         ``jumps``: follow big records' jump lists (lua/chain_lib.lua). A walk that
         followed one and did not end well (missing, cycle, too deep) is walked again by
@@ -230,6 +250,7 @@ class RedisChainEngine:
         seen: set[str] = set()
         cur, left, jumped = start, limit, False
         flag = b"1" if jumps else b"0"
+        largest, sizing = 0, False
         while True:
             first = not entries
             slides = first and slide_ms > 0
@@ -237,12 +258,16 @@ class RedisChainEngine:
             async with translate_errors(f"thread {key!r}"):
                 result = await (self._walk_slide if slides else self._walk)(self.link.client, [key], [
                     cur, _number(left), _number(slide_ms) if slides else b"0", _INLINE if first else b"-1", flag,
-                    _STEPS])
+                    _STEPS, b"1" if sizing else b"0"])
             status, detail = as_text(result[0]), as_text(result[1])
             if result[2] == b"r":
-                return (*_inline(status, detail, result[3:]), None)
+                return (*_inline(status, detail, result[4:]), None)
             jumped = jumped or result[2] == b"j"
-            walked = _walked(result[3:])
+            told = as_text(result[3])
+            if told:
+                sizing = sizing or told[0] == "s"
+                largest = max(largest, int(told[1:]))
+            walked = _walked(result[4:])
             entries.extend(walked)
             left -= len(walked)
             if status != "depth" or left <= 0 or not walked:
@@ -257,7 +282,7 @@ class RedisChainEngine:
             return await self.walk(thread, start, limit, slide_ms, jumps=False)
         if status not in ("ok", "depth"):
             return status, detail, [], None  # the store raises for these: reading the records would be wasted
-        records = await self._read(key, entries)
+        records = await self._read(key, entries, largest or self.record_limit)
         for i, record in enumerate(records):
             if record is None:  # deleted since the walk saw it: the chain ends there, as missing
                 if jumped:  # or never there: a stale jump list named it
@@ -265,23 +290,23 @@ class RedisChainEngine:
                 return "missing", entries[i], records[:i], entries[:i]
         return status, detail, records, entries
 
-    async def _read(self, key: str, ids: list[str]) -> list[object]:
-        """The records of ``ids`` (newest first): HMGET in slices of ``slice_records``
-        (each at most READ_SLICE_BYTES of records at their size limit), pipelined together."""
-        if not ids:
-            return []
+    async def _read(self, key: str, ids: list[str], record_bytes: int) -> list[object]:
+        """The records of ``ids`` (newest first), each at most ``record_bytes``, by
+        :func:`read_plan`: one HMGET per slice, a trip's slices pipelined."""
         fields = [self.keys.data_field(rid) for rid in ids]
-        step = self.slice_records
-        self.round_trips += 1
+        records: list[object] = []
         async with translate_errors(f"thread {key!r}"):
-            if len(fields) <= step:
-                replies = [await self.link.client.hmget(key, fields)]
-            else:
+            for trip in read_plan(len(fields), record_bytes):
+                self.round_trips += 1
+                if len(trip) == 1:
+                    records.extend(await self.link.client.hmget(key, fields[trip[0]]))
+                    continue
                 pipe = self.link.client.pipeline(transaction=False)
-                for at in range(0, len(fields), step):
-                    pipe.hmget(key, fields[at:at + step])
-                replies = await pipe.execute()
-        return [record for reply in replies for record in reply]
+                for part in trip:
+                    pipe.hmget(key, fields[part])
+                for reply in await pipe.execute():
+                    records.extend(reply)
+        return records
 
     async def delete(self, thread: str, response_id: str, token: str, ttl_ms: int = 0, keep_books: bool = False) -> bool:
         key = self.keys.thread(thread)
