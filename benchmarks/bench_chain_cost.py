@@ -614,6 +614,59 @@ async def gateway_loop(r: Redis, url: str) -> None:
     print()
 
 
+def _pinger(url: str, seconds: float, out: Any) -> None:
+    """Another client of the server, in a process of its own: its PINGs' waits (s)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    client.ping()
+    waits, end = [], time.time() + seconds
+    while time.time() < end:
+        start = time.perf_counter()
+        client.ping()
+        waits.append(time.perf_counter() - start)
+    out.put(sorted(waits))
+
+
+async def longest_hold(r: Redis, url: str) -> None:
+    """The store's largest records, 64 of 1 MiB (less a little, so that each fits
+    ``max_record_bytes``): the longest command of a resolve, and what another client,
+    in its own process, waits for a PING meanwhile, resolves running back to back (and
+    with none: the machine's own stalls)."""
+    import multiprocessing
+
+    print("### The longest hold: resolves of 64 records of 1 MiB, back to back\n")
+    store = RedisResponseSessionStore(r, key_prefix="hold", max_depth=5000)
+    ids = await chain(store, 64, (1 << 20) - 4096)
+    await store.resolve_chain(ids[-1])
+    before = store.round_trips
+    await store.resolve_chain(ids[-1])
+    trips = store.round_trips - before
+    ctx = multiprocessing.get_context("spawn")
+    loop = asyncio.get_running_loop()
+    print("| resolves | round trips each | longest command us | other client's PING: median ms | 99.9th percentile ms | most ms |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for label, busy in (("none", False), ("back to back", True)):
+        out = ctx.Queue()
+        pinger = ctx.Process(target=_pinger, args=(url, 4.0, out))
+        pinger.start()
+        await asyncio.sleep(0.5)  # the pinger's process started and connected
+        await r.slowlog_reset()
+        end = time.time() + 3.0
+        while time.time() < end:
+            if busy:
+                await store.resolve_chain(ids[-1])
+            else:
+                await asyncio.sleep(0.05)
+        waits = await loop.run_in_executor(None, out.get)
+        pinger.join()
+        longest = max((e["duration"] for e in sent(await r.slowlog_get(100_000))), default=0)
+        print(f"| {label} | {trips if busy else '-'} | {longest:,} | {waits[len(waits) // 2] * 1000:.2f} | "
+              f"{waits[int(len(waits) * 0.999)] * 1000:.2f} | {waits[-1] * 1000:.1f} |")
+    await r.delete(store.keys.thread(thread_of(ids[-1])))
+    print()
+
+
 async def main() -> None:
     args = parser(__doc__ or "").parse_args()
     with redis_url(args.url) as url:
@@ -630,6 +683,7 @@ async def main() -> None:
         await depth_one(r, store, args.rounds)
         await turn_cost(r, store)
         await gateway_loop(r, url)
+        await longest_hold(r, url)
         await memory(r)
         await year(r)
         await r.aclose()
