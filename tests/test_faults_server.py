@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from typing import Any, Iterator
 
@@ -80,10 +81,21 @@ async def test_a_compaction_never_drops_an_item_appended_after_its_snapshot_acro
     for s in sessions:
         await s.add_items([msg(s.session_id, i, 600) for i in range(3)])
     snapshots = {s.session_id: await s.snapshot() for s in sessions}
+    # The LRU clock counts whole seconds: once it has ticked, every session is older than
+    # any filler, and eviction takes sessions first. Pushing the server just past
+    # maxmemory then evicts some of them, never all (with the whole filler at once, a
+    # tick between the snapshots and the filler evicted all 300, and nothing was left
+    # to compact).
+    await asyncio.sleep(1.1)
     filler = b"f" * 50_000
-    for i in range(120):  # push the server over maxmemory: it evicts some sessions whole
+    for i in range(120):
         await client.set(f"filler:{i}", filler)
-    assert (await client.info("stats"))["evicted_keys"] > 0
+        if (await client.info("stats"))["evicted_keys"] > 0:
+            break
+    for j in range(3):  # a little further past it: about 150 KB, some 60 sessions
+        await client.set(f"filler:more:{j}", filler)
+    present = [await client.exists(f"evc:{{s:{s.session_id}}}:items") for s in sessions]
+    assert 0 < sum(present) < len(sessions), sum(present)  # some evicted whole, some not
     later = {s.session_id: [msg(s.session_id, 100 + i) for i in range(2)] for s in sessions}
     for s in sessions:  # appended after the snapshot (recreating the evicted ones)
         await s.add_items(later[s.session_id])
