@@ -16,9 +16,9 @@ from .items.base import MAX_BATCH_BYTES
 from .keys import DEFAULT_PREFIX
 from .redis_client import DEFAULT_TIMEOUT
 from .replication import DEFAULT_ACK_TIMEOUT, MAX_REPLICA_ACKS
+from .responses.protocol import DEFAULT_MAX_RECORD_BYTES
 from .responses.store import (
     DEFAULT_MAX_DEPTH,
-    DEFAULT_MAX_RECORD_BYTES,
     DEFAULT_TTL_SECONDS,
     ChainStore,
     MemoryResponseSessionStore,

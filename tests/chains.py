@@ -51,6 +51,15 @@ def record(
     )
 
 
+def thread_tag(response_id: str) -> str:
+    """The thread a response starts or lives in when it is a root: the tag of an id
+    minted here, else the one a foreign root's thread is derived from."""
+    from redis_sessions.ids import thread_of
+    from redis_sessions.responses.store import foreign_root_thread
+
+    return thread_of(response_id) or foreign_root_thread(response_id)
+
+
 async def linear(store: ChainStore, n: int, payload: str = "", prefix: str = "ext", *,
                  payloads: list[str] | None = None, first_parent: str | None = None) -> list[str]:
     """``n`` responses ``<prefix>-<i>`` (ids minted elsewhere), each the child of the one

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from chains import linear, make_store
+from chains import linear, make_store, thread_tag
 from redis_sessions.responses import redis_engine
 from redis_sessions.responses.redis_engine import (
     READ_SLICE_BYTES,
@@ -35,16 +35,9 @@ def test_the_read_plan_covers_every_record_once_in_bounded_slices(count, record_
     assert all(len(trip) == SLICES_PER_TRIP for trip in plan[:-1])
 
 
-def store_thread(store, rid):
-    from redis_sessions.ids import thread_of
-    from redis_sessions.responses.store import foreign_root_thread
-
-    return thread_of(rid) or foreign_root_thread(rid)
-
-
 async def thread_fields(backend, store, rid) -> dict[str, bytes]:
     """The fields of ``rid``'s thread as stored ({} once the thread is gone)."""
-    thread = store_thread(store, rid)
+    thread = thread_tag(rid)
     if backend.client is None:
         entry = store.engine.threads.get(thread)
         return {k: v.encode() if isinstance(v, str) else v for k, v in (entry.fields if entry else {}).items()}
@@ -84,7 +77,7 @@ async def test_a_stamp_an_older_version_wrote_stops_the_size_and_the_walk_measur
     # none of them, and miss the largest
     payloads = ["a" * 3000] * 5 + ["b" * 90_000] + ["c" * 3000] * 4 + ["d" * 20_000]
     ids = await linear(store, len(payloads), payloads=payloads)
-    key = store.keys.thread(store_thread(store, ids[0]))
+    key = store.keys.thread(thread_tag(ids[0]))
     sized: list[int] = []
     plan = redis_engine.read_plan
     monkeypatch.setattr(redis_engine, "read_plan", lambda count, record_bytes: sized.append(record_bytes) or plan(count, record_bytes))

@@ -20,7 +20,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from chains import record
+from chains import record, thread_tag
 from faultproxy import FaultProxy
 from faultservers import ClusterProxies
 from redis_sessions import ErrorCode, RedisResponseSessionStore, RedisSession, SessionError, new_response_id
@@ -149,7 +149,7 @@ async def test_save_applies_once_and_never_answers_conflict_for_its_own_write(fa
     chain = [root]
     for i in range(ROUNDS[fault]):
         rid = new_response_id(chain[-1]) if minted else f"ext-{faulty.prefix}-{i}"
-        thread_key = store.keys.thread(_thread(store, root))
+        thread_key = store.keys.thread(thread_tag(root))
         result = await under_fault(faulty, tally, thread_key, "chain_save",
                                    lambda: store.save(record(rid, parent=chain[-1]), expected_previous_response_id=chain[-1]))
         if not isinstance(result, SessionError):
@@ -165,13 +165,6 @@ async def test_save_applies_once_and_never_answers_conflict_for_its_own_write(fa
     tally.check()
 
 
-def _thread(store: RedisResponseSessionStore, root: str) -> str:
-    from redis_sessions.ids import thread_of
-    from redis_sessions.responses.store import foreign_root_thread
-
-    return thread_of(root) or foreign_root_thread(root)
-
-
 @FAULTS
 async def test_delete_answers_true_once_deleted_and_deletes_nothing_else(faulty: Faulty, fault: str) -> None:
     tally = Tally(faulty.name, "delete", fault)
@@ -182,7 +175,7 @@ async def test_delete_answers_true_once_deleted_and_deletes_nothing_else(faulty:
     for rid in ids:
         await store.save(record(rid, parent=root))
     for rid in ids:
-        result = await under_fault(faulty, tally, store.keys.thread(_thread(store, root)), "chain_delete",
+        result = await under_fault(faulty, tally, store.keys.thread(thread_tag(root)), "chain_delete",
                                    lambda: store.delete(rid))
         if result is not True and not isinstance(result, SessionError):
             tally.wrong_results += 1
@@ -212,7 +205,7 @@ async def faulted_reads(faulty: Faulty, tally: Tally, read: str, retries: bool =
     for _ in range(2 if read in ("inline chain", "chain then HMGET") else 0):
         chain.append(new_response_id(chain[-1]))
         await store.save(record(chain[-1], parent=chain[-2], payload="x" * size))
-    key = store.keys.thread(_thread(store, root))
+    key = store.keys.thread(thread_tag(root))
     match, script_name = {"get": (b"HGET", ""), "root": (b"HGET", ""), "inline chain": (None, "chain_walk"),
                           "chain then HMGET": (b"HMGET", "")}[read]
     errors = []

@@ -58,6 +58,8 @@ redis-py re-sends a command whose reply was lost within one call's retries
 (seconds, within the call's budget); a conversation sees far fewer than 16 writes
 in that time. Each entry is 17 bytes, so a ring never holds more than 272: it is
 read and rewritten by every save, and its size shows in the save's cost."""
+DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
+"""The largest record a store accepts unless told otherwise (``max_record_bytes``)."""
 RING_TTL_MS = 300_000
 """How long a thread whose last record was deleted keeps its ring (and so still
 answers a re-sent delete): longer than any call's retries, short enough to cost nothing."""

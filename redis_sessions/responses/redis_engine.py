@@ -18,7 +18,7 @@ from ..redis_client import RedisLink, as_text, translate_errors, translated
 from ..replication import ReplicaAcks, write_acked
 from ..scripts import LuaScript, script
 from . import jumps
-from .protocol import RING_ENTRIES, RING_TTL_MS, SaveRequest
+from .protocol import DEFAULT_MAX_RECORD_BYTES, RING_ENTRIES, RING_TTL_MS, SaveRequest
 
 
 @functools.lru_cache(maxsize=256)
@@ -117,7 +117,7 @@ def _wrong_type(key: str, kind: str) -> SessionError:
 class RedisChainEngine:
     def __init__(self, link: RedisLink, keys: KeySpace, acks: ReplicaAcks | None = None) -> None:
         self.link = link
-        self.record_limit = 1024 * 1024
+        self.record_limit = DEFAULT_MAX_RECORD_BYTES
         """The store's ``max_record_bytes``: what a record is counted as when the thread
         cannot tell its largest (see :meth:`limit_records`)."""
         self.keys = keys

@@ -44,14 +44,13 @@ from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, bounded
 from ..replication import DEFAULT_ACK_TIMEOUT, ReplicaAcks
 from .chain import build_snapshot, check_walk, decode_chain, linked, request_input_items
 from .memory_engine import MemoryChainEngine
-from .protocol import UNSET, ChainEngine, SaveRequest, _Unset, new_token
+from .protocol import DEFAULT_MAX_RECORD_BYTES, UNSET, ChainEngine, SaveRequest, _Unset, new_token
 from .redis_engine import RedisChainEngine
 
 DEFAULT_TTL_SECONDS = 30 * 24 * 3600  # the Responses API keeps stored responses for 30 days
 DEFAULT_MAX_DEPTH = 64
 READ_ATTEMPTS = 3
 """How often resolve_chain reads a chain that changed between its walk and its read."""
-DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
 OVERWRITE_CYCLE_WALK_LIMIT = 100_000
 MAX_DEPTH_LIMIT = 100_000
 MAX_RECORD_BYTES_LIMIT = 64 * 1024 * 1024
