@@ -29,28 +29,39 @@
 -- 80 us), and every other client of the shard waits meanwhile. So the walk
 -- follows only the small parent pointers once the records it has seen pass the
 -- inline budget, and the caller reads the records with HMGET in bounded slices; a
--- chain of a few KB comes back inline, in this one round trip. Each record is sized
--- (HSTRLEN) before it is copied, so a big record is never copied in vain, and the
--- copies a longer chain wastes total at most the budget.
+-- chain of a few KB comes back inline, in this one round trip. Where the thread's m
+-- tells its largest record, the walk counts every record at that size and, while they
+-- fit, reads only the pointers, then the records in one HMGET at the end: none is
+-- copied in vain. Measured, 10 records of 0.7 KB: 9-10% less server CPU than reading
+-- each record with its pointer at its hop (a call with a big reply each); 64: 16-20%
+-- less, for the records a longer chain copied before it passed the budget are no
+-- longer read at all.
+-- A chain that fits the budget only by its records' own sizes (one big, some small)
+-- comes in two round trips so. Where m does not tell, each record is sized (HSTRLEN)
+-- before it is copied, so a big one is never copied in vain, and the copies a longer
+-- chain wastes total at most the budget.
 -- The hop limit bounds one call's work; a longer chain is walked in several calls.
 -- Reads first; the writes (the sliding TTL, and the start record's deadline in
 -- the books of per-response expiry, lua/chain_lib.lua, which comes in front of a
 -- sliding walk only) last.
 local key = KEYS[1]
+local budget, bytes = tonumber(ARGV[4]), 0
 -- No TYPE call up front: a missing key reads as a missing record, and only a key of
--- another type makes the first read fail, which is when its type is asked.
-local first = redis.pcall('HSTRLEN', key, 'd:' .. ARGV[1])
+-- another type makes the first read fail, which is when its type is asked. A call that
+-- may return records inline reads the thread's m first (see above).
+local first
+if budget >= 0 then first = redis.pcall('HMGET', key, 'm', 'w') else first = redis.pcall('HSTRLEN', key, 'd:' .. ARGV[1]) end
 if type(first) == 'table' and first.err then return {'wrongtype', redis.call('TYPE', key)['ok'], 'i', ''} end
+local told = budget >= 0 and largest_told(first[1], first[2]) or nil
 
 local out = {'ok', '', 'i', ''}
 local ids, records, k = {}, {}, 0
 local cur, n, limit, seen = ARGV[1], 0, tonumber(ARGV[2]), {}
-local budget, bytes = tonumber(ARGV[4]), 0
 local jumps = ARGV[5] == '1'
 -- n counts records, k the reply's entries: an id each, or a jump list as it is stored
 -- (its ids, whose records the caller reads and checks).
 local steps, max_steps = 0, tonumber(ARGV[6])
-local sizing, largest, told = ARGV[7] == '1', 0, nil
+local sizing, largest, passed = ARGV[7] == '1', 0, false
 if sizing then jumps = false end
 while cur ~= '' do
   if seen[cur] then out[1] = 'cycle'; out[2] = cur; break end
@@ -58,8 +69,24 @@ while cur ~= '' do
   seen[cur] = true
   steps = steps + 1
   local parent, rec, size, list
-  if n == 0 then size = first elseif bytes <= budget then size = redis.call('HSTRLEN', key, 'd:' .. cur) end
-  if bytes <= budget and bytes + size <= budget then
+  local fits = false
+  if n == 0 and budget < 0 then
+    size = first
+  elseif bytes <= budget then
+    if told then
+      fits = (n + 1) * told <= budget
+    else
+      size = redis.call('HSTRLEN', key, 'd:' .. cur)
+      fits = bytes + size <= budget
+    end
+  end
+  if fits and told then
+    -- Every record is at most told bytes (m), and this one fits counted so: its pointer
+    -- only, and the records all in one HMGET at the end (copied through the script once).
+    parent = redis.call('HGET', key, 'p:' .. cur)
+    if not parent then out[1] = 'missing'; out[2] = cur; break end
+    bytes = (n + 1) * told
+  elseif fits then
     -- The chain may still come back inline: the record and its pointer, one call.
     rec = redis.call('HMGET', key, 'd:' .. cur, 'p:' .. cur)
     if not rec[1] then out[1] = 'missing'; out[2] = cur; break end
@@ -73,8 +100,7 @@ while cur ~= '' do
     if bytes <= budget then
       -- Passing it now: the caller will read the records, in reads sized by the
       -- thread's largest record, if m tells it; else by each record's own size.
-      local got = redis.call('HMGET', key, 'm', 'w')
-      told = largest_told(got[1], got[2])
+      passed = true
       if not told then sizing, jumps = true, false end
     end
     bytes = budget + 1
@@ -117,9 +143,18 @@ end
 
 if n > 0 and bytes <= budget then
   out[3] = 'r'
-  for i = 1, n do out[i + 4] = records[i] end
+  if told then
+    local fields = {}
+    for i = 1, n do fields[i] = 'd:' .. ids[i] end
+    records = redis.call('HMGET', key, unpack(fields))
+  end
+  for i = 1, n do
+    -- a pointer without its record: only a hand edit leaves one
+    if not records[i] then out[1] = 'missing'; out[2] = ids[i]; break end
+    out[i + 4] = records[i]
+  end
 else
-  if told then out[4] = 'm' .. told elseif sizing then out[4] = 's' .. largest end
+  if passed and told then out[4] = 'm' .. told elseif sizing then out[4] = 's' .. largest end
   for i = 1, k do out[i + 4] = ids[i] end
 end
 

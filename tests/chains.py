@@ -207,3 +207,13 @@ def save_in_process(url: str, prefix: str, response_id: str, parent: str | None,
             await store.close()
 
     return asyncio.run(run())
+
+
+async def calls_of(nodes: list[Any], *names: str) -> int:
+    """How many times the servers (redis-py clients of each node) ran these commands, a
+    script's own included (commandstats counts those under their own names too)."""
+    total = 0
+    for node in nodes:
+        stats = await node.info("commandstats")
+        total += sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in names)
+    return total

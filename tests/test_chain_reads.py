@@ -6,10 +6,12 @@ which the walk measures record by record where ``m`` does not tell."""
 from __future__ import annotations
 
 import pytest
+from redis.asyncio import Redis
 
-from chains import linear, make_store, thread_tag
+from chains import build_chain, calls_of, linear, make_store, thread_tag
 from redis_sessions.responses import redis_engine
 from redis_sessions.responses.redis_engine import (
+    INLINE_BYTES,
     READ_SLICE_BYTES,
     SLICE_RECORDS,
     SLICES_PER_TRIP,
@@ -112,3 +114,83 @@ async def test_a_chain_of_huge_records_is_read_in_several_trips_each_bounded(red
     assert [s.id for s in snap.sessions] == ids
     assert [s.request.input for s in snap.sessions] == [f"turn {i}" for i in range(13)]
     assert store.round_trips - before == 2 + len(plan)  # the locator of an id minted elsewhere, one walk call, the trips
+
+
+def nodes_of(backend) -> list[Redis]:
+    ports = backend.server.ports if backend.name == "cluster" else [backend.server.port]
+    return [Redis(port=port) for port in ports]
+
+
+async def walk_reads(nodes: list[Redis], store, rid: str) -> tuple[list[str], dict[str, int], int]:
+    """``rid``'s chain resolved: its ids, the hash reads the servers ran for it, by name, and its round trips."""
+    before = {name: await calls_of(nodes, name) for name in ("hstrlen", "hget", "hmget")}
+    trips = store.round_trips
+    snap = await store.resolve_chain(rid)
+    reads = {name: await calls_of(nodes, name) - n for name, n in before.items()}
+    return [s.id for s in snap.sessions], reads, store.round_trips - trips
+
+
+async def test_a_small_chain_is_copied_through_the_walk_once_where_m_tells_its_largest_record(real_backend):
+    """Ten small records (inside INLINE_BYTES): the walk reads m, then only the pointers,
+    then the ten records in one HMGET, in the one round trip: no record sized, none copied
+    twice. Where m does not tell (an older version's stamp), it sizes each record and reads
+    it with its pointer, in one round trip still."""
+    store = make_store(real_backend, max_depth=100)
+    ids = await build_chain(store, 10)
+    assert 10 * largest_record(await thread_fields(real_backend, store, ids[0])) <= INLINE_BYTES
+    nodes = nodes_of(real_backend)
+    try:
+        await store.resolve_chain(ids[-1])  # the script loaded, connections made
+        walked, reads, trips = await walk_reads(nodes, store, ids[-1])
+        assert walked == ids and trips == 1
+        assert reads == {"hstrlen": 0, "hget": 10, "hmget": 2}
+
+        await real_backend.client.hset(store.keys.thread(thread_tag(ids[0])), W, b"1")
+        walked, reads, trips = await walk_reads(nodes, store, ids[-1])
+        assert walked == ids and trips == 1
+        assert reads == {"hstrlen": 10, "hget": 0, "hmget": 11}  # m, w; then each record with its pointer
+    finally:
+        for node in nodes:
+            await node.aclose()
+
+
+async def test_a_chain_that_fits_the_budget_only_by_its_sizes_comes_in_two_trips_where_m_tells(real_backend):
+    """Three small records and one of 6 KB: 6.7 KB in all, inside INLINE_BYTES, but not
+    four records of the largest's size. By m the walk sends their ids and the records
+    come in a second trip (no record sized or copied in vain); where m does not tell, the
+    walk sizes each and returns them itself. The same chain either way."""
+    store = make_store(real_backend, max_depth=100)
+    ids = await linear(store, 4, payloads=["", "", "", "y" * 6000])
+    fields = await thread_fields(real_backend, store, ids[0])
+    sizes = [len(fields[f"d:{rid}"]) for rid in ids]
+    assert sum(sizes) <= INLINE_BYTES < 4 * max(sizes)
+    nodes = nodes_of(real_backend)
+    try:
+        await store.resolve_chain(ids[-1])
+        by_m = await walk_reads(nodes, store, ids[-1])
+        await real_backend.client.hset(store.keys.thread(thread_tag(ids[0])), W, b"1")
+        by_size = await walk_reads(nodes, store, ids[-1])
+        assert by_m[0] == by_size[0] == ids
+        assert by_size[2] == by_m[2] - 1  # one trip fewer when each record is sized
+        assert by_m[1]["hstrlen"] == 0 and by_size[1]["hstrlen"] == 4
+    finally:
+        for node in nodes:
+            await node.aclose()
+
+
+@pytest.mark.parametrize("m_tells", [True, False])
+async def test_a_pointer_left_without_its_record_ends_an_inline_walk_as_missing_there(real_backend, m_tells):
+    """A hand edit that deletes a record's d: field and leaves its pointer: the walk reports
+    the chain missing at that record, with the newer records it read, whether it read
+    them by m in one HMGET at the end or each with its pointer."""
+    store = make_store(real_backend, max_depth=100)
+    ids = await build_chain(store, 8)
+    thread = thread_tag(ids[0])
+    key = store.keys.thread(thread)
+    if not m_tells:
+        await real_backend.client.hset(key, W, b"1")
+    fields = await thread_fields(real_backend, store, ids[0])
+    await real_backend.client.hdel(key, f"d:{ids[3]}")
+    status, detail, records, _ = await store.engine.walk(thread, ids[-1], 64, 0)
+    assert (status, detail) == ("missing", ids[3])
+    assert list(records) == [fields[f"d:{rid}"] for rid in ids[:3:-1]]

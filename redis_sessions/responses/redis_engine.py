@@ -237,7 +237,8 @@ class RedisChainEngine:
                    jumps: bool = True) -> tuple[str, str, Sequence[object], Sequence[str] | None]:
         """The chain from ``start``: pointers walked by lua/chain_walk.lua, at most
         WALK_STEPS reads per call; records returned by the walk itself when the whole chain
-        is at most INLINE_BYTES (one round trip), else read with HMGETs (:func:`read_plan`)
+        is at most INLINE_BYTES (one round trip; each record counted as the thread's largest,
+        where its m field tells that), else read with HMGETs (:func:`read_plan`)
         sized by the largest record the thread holds, as its m field tells the walk; in a
         thread whose m does not tell (one written by a version before it), the walk sizes
         each record it passes instead, by the pointers only.
