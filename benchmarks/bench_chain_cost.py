@@ -292,6 +292,71 @@ async def resolve_costs(r: Redis, store: RedisResponseSessionStore) -> None:
     print()
 
 
+async def names_in_one_field(r: Redis, store: RedisResponseSessionStore) -> None:
+    """What a resolve of small records would take to come near one HMGET of them: the
+    chain's names in one field of the thread, read before the HMGET. A sketch, kept by no
+    store: the field is written here by hand, the leaf's ancestors newest first, and only
+    read. Beside it, what that field costs in memory per response, with the ids as they
+    are and packed to the 16 random bytes of each (an id minted here is its thread's tag,
+    which the key holds, and those), against the peers' one JSON string per response."""
+    print("### What would bring a resolve of small records near its HMGET: every name in one field\n")
+    print("A sketch: the leaf's chain, every id, in one field of the thread, read (one round trip) "
+          "before the HMGET of the records (another). Redis CPU (main thread) per resolve, medians of "
+          "5 rounds; memory per response over 30 conversations of that depth, MEMORY USAGE of every key.\n")
+    print("| records | depth | resolve CPU us | HMGET us | ratio | names field, then HMGET: ratio "
+          "| by pointers, then HMGET: ratio | memory per response: ours | with the names field | with them packed, 16 B an id "
+          "| peers | ratios to peers: ours | names field | packed |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    follow = await r.script_load("local cur, f = ARGV[1], {} while cur ~= '' do f[#f + 1] = 'd:' .. cur "
+                                 "cur = redis.call('HGET', KEYS[1], 'p:' .. cur) end return f")
+    for depth in (10, 64):
+        await r.flushall()
+        chains = [await chain(store, depth, 0) for _ in range(30)]
+        keys = [f"bench:{{{thread_of(ids[-1])}}}:chain" for ids in chains]
+
+        async def usage() -> float:
+            return sum([await r.memory_usage(key, samples=0) or 0 for key in keys]) / (30 * depth)
+
+        ours = await usage()
+        for key, ids in zip(keys, chains):
+            await r.hset(key, f"t:{ids[-1]}", " ".join(reversed(ids)))
+        full = await usage()
+        for key, ids in zip(keys, chains):
+            await r.hset(key, f"t:{ids[-1]}", b"".join(bytes.fromhex(x[-32:]) for x in reversed(ids)))
+        packed = await usage()
+        for key, ids in zip(keys, chains):
+            await r.hset(key, f"t:{ids[-1]}", " ".join(reversed(ids)))
+        peer_keys = []
+        for ids in chains:
+            for i, rid in enumerate(ids):
+                peer_keys.append(f"godex:response:{rid}")
+                await r.set(peer_keys[-1], peer_json(sized(rid, ids[i - 1] if i else None, i, 0)), px=86_400_000)
+        peers = sum([await r.memory_usage(key, samples=0) or 0 for key in peer_keys]) / (30 * depth)
+        ids, key = chains[0], keys[0]
+        fields = [f"d:{x}" for x in reversed(ids)]
+
+        async def by_names() -> None:
+            names = await r.hget(key, f"t:{ids[-1]}")
+            await r.hmget(key, [b"d:" + name for name in names.split()])
+
+        async def by_pointers() -> None:
+            await r.hmget(key, await r.evalsha(follow, 1, key, ids[-1]))
+
+        got = await best_server_us(r, {
+            "ours": lambda: store.resolve_chain(ids[-1], max_depth=5000),
+            "floor": lambda: r.hmget(key, fields),
+            "names": by_names,
+            "pointers": by_pointers,
+        }, 200 if depth < 64 else 50)
+        floor = got["floor"][2]
+        print(f"| 0.7 KB | {depth} | {median(got['ours'][2]):,.1f} | {median(floor):,.1f} | "
+              f"{cpu_ratio(got['ours'][2], floor):.2f}x | {cpu_ratio(got['names'][2], floor):.2f}x | "
+              f"{cpu_ratio(got['pointers'][2], floor):.2f}x | {ours:,.0f} | {full:,.0f} | {packed:,.0f} | {peers:,.0f} | "
+              f"{ours / peers:.2f}x | {full / peers:.2f}x | {packed / peers:.2f}x |")
+    await r.flushall()
+    print()
+
+
 async def inline_threshold(r: Redis, store: RedisResponseSessionStore) -> None:
     """Server time of the walk returning records itself against ids + HMGET, by chain bytes."""
     from redis_sessions.scripts import script
@@ -679,6 +744,7 @@ async def main() -> None:
         CPU = await ServerCpu.of(r)
         store = RedisResponseSessionStore(r, key_prefix="bench", max_depth=5000)
         await resolve_costs(r, store)
+        await names_in_one_field(r, store)
         await inline_threshold(r, store)
         await depth_one(r, store, args.rounds)
         await turn_cost(r, store)
