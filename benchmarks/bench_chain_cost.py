@@ -228,6 +228,17 @@ async def chain(store: RedisResponseSessionStore, depth: int, size: int) -> list
     return ids
 
 
+FOLLOW_POINTERS = ("local cur, f = ARGV[1], {} while cur ~= '' do f[#f + 1] = 'd:' .. cur "
+                   "cur = redis.call('HGET', KEYS[1], 'p:' .. cur) end ")
+"""The least walk by parent pointers (no checks, no limits, no lists): the field names of
+the records in ``f``, for a script to return or HMGET."""
+
+
+async def by_pointers(r: Redis, names_script: str, key: str, leaf: str) -> None:
+    """The least two-round-trip resolve by pointers: the names, then one HMGET."""
+    await r.hmget(key, await r.evalsha(names_script, 1, key, leaf))
+
+
 async def resolve_costs(r: Redis, store: RedisResponseSessionStore) -> None:
     previous = await r.script_load(PREVIOUS_WALK)
     # What any resolve in one round trip costs at the least: the records must come back
@@ -237,13 +248,8 @@ async def resolve_costs(r: Redis, store: RedisResponseSessionStore) -> None:
     # What any walk by parent pointers costs at the least (no checks, no limits, no lists):
     # in one round trip, a script that follows the pointers and returns the HMGET of the
     # records; in two, one that returns the names, then HMGET.
-    follow = "local cur, f = ARGV[1], {} while cur ~= '' do f[#f + 1] = 'd:' .. cur " \
-             "cur = redis.call('HGET', KEYS[1], 'p:' .. cur) end "
-    walk_one = await r.script_load(follow + "return redis.call('HMGET', KEYS[1], unpack(f))")
-    walk_two = await r.script_load(follow + "return f")
-
-    async def walked(key: str, leaf: str) -> None:
-        await r.hmget(key, await r.evalsha(walk_two, 1, key, leaf))
+    walk_one = await r.script_load(FOLLOW_POINTERS + "return redis.call('HMGET', KEYS[1], unpack(f))")
+    walk_two = await r.script_load(FOLLOW_POINTERS + "return f")
 
     sides = ("ours", "floor", "old", "least", "walk_one", "walk_two")
     rows: list[tuple[str, int, float, int, dict[str, tuple[float, float, float]]]] = []
@@ -265,7 +271,7 @@ async def resolve_costs(r: Redis, store: RedisResponseSessionStore) -> None:
                 lambda: r.evalsha(previous, 1, key, leaf, 5000, 0),
                 lambda: r.evalsha(relay, 1, key, *fields),
                 lambda: r.evalsha(walk_one, 1, key, leaf),
-                lambda: walked(key, leaf),
+                lambda: by_pointers(r, walk_two, key, leaf),
             ))), n)
             rows.append((label, depth, stored, trips, got))
     head = ("| resolve us | HMGET us | ratio | before: walk copying records | least one-round-trip script: "
@@ -307,8 +313,7 @@ async def names_in_one_field(r: Redis, store: RedisResponseSessionStore) -> None
           "| by pointers, then HMGET: ratio | memory per response: ours | with the names field | with them packed, 16 B an id "
           "| peers | ratios to peers: ours | names field | packed |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    follow = await r.script_load("local cur, f = ARGV[1], {} while cur ~= '' do f[#f + 1] = 'd:' .. cur "
-                                 "cur = redis.call('HGET', KEYS[1], 'p:' .. cur) end return f")
+    follow = await r.script_load(FOLLOW_POINTERS + "return f")
     for depth in (10, 64):
         await r.flushall()
         chains = [await chain(store, depth, 0) for _ in range(30)]
@@ -317,15 +322,15 @@ async def names_in_one_field(r: Redis, store: RedisResponseSessionStore) -> None
         async def usage() -> float:
             return sum([await r.memory_usage(key, samples=0) or 0 for key in keys]) / (30 * depth)
 
+        async def names_field(packed: bool) -> float:
+            for key, ids in zip(keys, chains):
+                names = b"".join(bytes.fromhex(x[-32:]) for x in reversed(ids)) if packed else " ".join(reversed(ids))
+                await r.hset(key, f"t:{ids[-1]}", names)
+            return await usage()
+
         ours = await usage()
-        for key, ids in zip(keys, chains):
-            await r.hset(key, f"t:{ids[-1]}", " ".join(reversed(ids)))
-        full = await usage()
-        for key, ids in zip(keys, chains):
-            await r.hset(key, f"t:{ids[-1]}", b"".join(bytes.fromhex(x[-32:]) for x in reversed(ids)))
-        packed = await usage()
-        for key, ids in zip(keys, chains):
-            await r.hset(key, f"t:{ids[-1]}", " ".join(reversed(ids)))
+        packed = await names_field(True)
+        full = await names_field(False)  # as text last: by_names reads it
         peer_keys = []
         for ids in chains:
             for i, rid in enumerate(ids):
@@ -339,14 +344,11 @@ async def names_in_one_field(r: Redis, store: RedisResponseSessionStore) -> None
             names = await r.hget(key, f"t:{ids[-1]}")
             await r.hmget(key, [b"d:" + name for name in names.split()])
 
-        async def by_pointers() -> None:
-            await r.hmget(key, await r.evalsha(follow, 1, key, ids[-1]))
-
         got = await best_server_us(r, {
             "ours": lambda: store.resolve_chain(ids[-1], max_depth=5000),
             "floor": lambda: r.hmget(key, fields),
             "names": by_names,
-            "pointers": by_pointers,
+            "pointers": lambda: by_pointers(r, follow, key, ids[-1]),
         }, 200 if depth < 64 else 50)
         floor = got["floor"][2]
         print(f"| 0.7 KB | {depth} | {median(got['ours'][2]):,.1f} | {median(floor):,.1f} | "

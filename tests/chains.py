@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from redis.asyncio import Redis
+
 from redis_sessions import (
     MemoryResponseSessionStore,
     RedisResponseSessionStore,
@@ -209,7 +211,14 @@ def save_in_process(url: str, prefix: str, response_id: str, parent: str | None,
     return asyncio.run(run())
 
 
-async def calls_of(nodes: list[Any], *names: str) -> int:
+def nodes_of(backend: Any) -> list[Redis]:
+    """A client of each server node of a real backend (the cluster's masters, or the one
+    server), to read its own counters; the caller closes them."""
+    ports = backend.server.ports if backend.name == "cluster" else [backend.server.port]
+    return [Redis(port=port) for port in ports]
+
+
+async def calls_of(nodes: list[Redis], *names: str) -> int:
     """How many times the servers (redis-py clients of each node) ran these commands, a
     script's own included (commandstats counts those under their own names too)."""
     total = 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from redis.asyncio import Redis
 
-from chains import build_chain, calls_of, linear, make_store, thread_tag
+from chains import build_chain, calls_of, linear, make_store, nodes_of, thread_tag
 from redis_sessions.responses import redis_engine
 from redis_sessions.responses.redis_engine import (
     INLINE_BYTES,
@@ -114,11 +114,6 @@ async def test_a_chain_of_huge_records_is_read_in_several_trips_each_bounded(red
     assert [s.id for s in snap.sessions] == ids
     assert [s.request.input for s in snap.sessions] == [f"turn {i}" for i in range(13)]
     assert store.round_trips - before == 2 + len(plan)  # the locator of an id minted elsewhere, one walk call, the trips
-
-
-def nodes_of(backend) -> list[Redis]:
-    ports = backend.server.ports if backend.name == "cluster" else [backend.server.port]
-    return [Redis(port=port) for port in ports]
 
 
 async def walk_reads(nodes: list[Redis], store, rid: str) -> tuple[list[str], dict[str, int], int]:

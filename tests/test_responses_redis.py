@@ -10,7 +10,7 @@ import msgspec
 import pytest
 from redis.asyncio import Redis
 
-from chains import all_keys, build_chain, calls_of, make_store, record, save_in_process
+from chains import all_keys, build_chain, calls_of, make_store, nodes_of, record, save_in_process
 from redis_sessions import ErrorCode, RedisResponseSessionStore, SessionError, new_response_id
 from redis_sessions.ids import thread_of
 from redis_sessions.responses import redis_engine
@@ -155,8 +155,7 @@ async def test_requests_per_resolve_follow_the_cost_model(real_backend, depth, p
         ids.append(rid)
         parent = rid
     await store.save(record("ext-leaf", ids[-1], payload=payload))
-    ports = real_backend.server.ports if real_backend.name == "cluster" else [real_backend.server.port]
-    nodes = [Redis(port=port) for port in ports]
+    nodes = nodes_of(real_backend)
     await reads_processed(nodes)  # connect first: a new connection sends setup commands
     await store.resolve_chain("ext-leaf")  # and load the script, should an earlier test have flushed it
     largest = max(len(encode_record(s)) for s in (await store.resolve_chain("ext-leaf")).sessions)
@@ -185,8 +184,7 @@ async def test_a_root_is_resolved_by_a_plain_hget_and_a_continuation_by_the_walk
     child = await store.new_response_id(root)
     await store.save(record(root))
     await store.save(record(child, root))
-    ports = real_backend.server.ports if real_backend.name == "cluster" else [real_backend.server.port]
-    nodes = [Redis(port=port) for port in ports]
+    nodes = nodes_of(real_backend)
     try:
         await store.resolve_chain(child)  # the walk script loaded, connections made
         for leaf, scripts in ((root, 0), (child, 1)):
@@ -216,8 +214,7 @@ async def test_the_walk_of_big_records_follows_their_jump_lists(real_backend, n,
         await store.save(record(rid, parent, f"turn {i}", payload="x" * (JUMPS * JUMP_BYTES)))
         ids.append(rid)
         parent = rid
-    ports = real_backend.server.ports if real_backend.name == "cluster" else [real_backend.server.port]
-    nodes = [Redis(port=port) for port in ports]
+    nodes = nodes_of(real_backend)
     thread = thread_of(ids[0])
     try:
         await store.resolve_chain(ids[-1])  # scripts loaded, connections made
