@@ -31,6 +31,7 @@ from redis_sessions.responses.chain import build_snapshot
 from redis_sessions.ids import thread_of
 from redis_sessions.redis_client import bounded
 from redis_sessions.responses.redis_engine import INLINE_BYTES, WALK_STEPS
+from redis_sessions.responses.names import NAMES_MIN
 from redis_sessions.responses.store import encode_record
 
 from bench_responses import record
@@ -218,9 +219,15 @@ async def stored_bytes(r: Redis, key: str, fields: list[str]) -> int:
 
 
 async def chain(store: RedisResponseSessionStore, depth: int, size: int) -> list[str]:
+    """A chain ``depth`` deep, built as a gateway builds one: a turn's save follows the
+    resolve of its parent on the same worker, which hands the save the names it read
+    (redis_sessions/responses/names.py). Only the turn where a names list starts is
+    resolved here: later saves carry the list on from their parent's, to the same fields."""
     ids: list[str] = []
     parent = None
     for i in range(depth):
+        if parent is not None and i == NAMES_MIN - 1:
+            await store.resolve_chain(parent, max_depth=5000)
         rid = await store.new_response_id(parent)
         await store.save(sized(rid, parent, i, size))
         ids.append(rid)

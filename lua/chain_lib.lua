@@ -5,7 +5,7 @@
 -- on every call of a script that carries it, which cost a plain walk 3-4 us.
 -- A save is split in two so that a script saving into two keys makes every check
 -- of both before its first write: save_check reads and decides, save_write writes.
--- A is the save's arguments, as chain_save.lua documents them (ARGV[1..11]).
+-- A is the save's arguments, as chain_save.lua documents them (ARGV[1..13]).
 
 -- Per-response expiry: threads stop growing (redis_sessions/keys.py has the layout).
 -- A record is removed once it is a leaf (no children) whose deadline has passed;
@@ -19,6 +19,13 @@
 --   r       how many fields the thread held after the last write that kept these books:
 --           a thread whose count differs was written by something that does not keep
 --           them (a version before this one), and stops removing records for good
+-- Kept by saves of ids minted for the thread (redis_sessions/responses/names.py):
+--   n:<id>  the names of a deep record's ancestors, parent first, to the root, 16 bytes
+--           each (the random part of an id minted for this thread, packed): what the walk
+--           (lua/chain_walk.lua) hands the reader in one read, for it to HMGET the records
+--           and check that they link up. A worker's save under the chain it has just
+--           resolved starts one (the names come with the save); a save under a record that
+--           keeps one carries it on, and the parent's goes: one list per branch's tip.
 -- Kept by every save, books or not:
 --   m       "<bytes> <stamp>": the largest record the thread has held, as of the save
 --           that wrote the last-write stamp w it names. A save by anything that does
@@ -137,7 +144,7 @@ local function prune(key, L, now)
     local e = tonumber(redis.call('HGET', key, 'e:' .. id) or '')
     if e and e < now then
       local parent = redis.call('HGET', key, 'p:' .. id)
-      redis.call('HDEL', key, 'd:' .. id, 'p:' .. id, 'e:' .. id, 'j:' .. id)
+      redis.call('HDEL', key, 'd:' .. id, 'p:' .. id, 'e:' .. id, 'j:' .. id, 'n:' .. id)
       gone = gone + 1
       if parent and parent ~= '' then L = child_removed(key, parent, e, L) end
     elseif e then
@@ -191,8 +198,11 @@ local function save_check(key, A)
   fields[6], fields[7], fields[8], fields[9], fields[10] = 'p:' .. id, 'p:' .. parent, 'e:' .. parent, 'k:' .. parent, 'm'
   local jumps = keeps_jumps(parent, #blob)
   if jumps then fields[11] = 'j:' .. parent end
+  local named = (A[12] or '') ~= '' and parent ~= ''
+  if named then fields[#fields + 1] = 'n:' .. parent end
   local got = redis.call('HMGET', key, unpack(fields))
   local ring, old, parent_link, above = got[4] or '', got[6], got[7], jumps and got[11]
+  local names_above = named and got[#fields]
   if token ~= '' and string.find(ring, token, 1, true) then return 'ok' end
 
   local want = A[4]
@@ -228,7 +238,8 @@ local function save_check(key, A)
   return nil, {ring = ring, exists = exists, old = exists and old or '', above = above,
                fresh = not old, has_ops = got[4] and true, has_w = got[5] and true,
                parent_leaf = parent ~= '' and got[8] and true, parent_k = tonumber(got[9] or ''),
-               has_m = got[10] and true, largest = largest_known(got[10], got[5], b), books = b}
+               has_m = got[10] and true, largest = largest_known(got[10], got[5], b), books = b,
+               names_above = names_above}
 end
 
 -- A new leaf's books, written with the record in its one HSET (the common save: five
@@ -240,13 +251,17 @@ end
 -- HSET's own count of them confirms it (a field left by a hand edit is counted right).
 -- Returns false, having written nothing, when a leaf is due for removal: the general
 -- path prunes it.
-local function new_leaf_saved(key, args, adds, st, parent, id, deadline, now)
+local function new_leaf_saved(key, args, adds, st, parent, id, deadline, now, drop_names)
   local b = st.books
   local L = b.L
   if st.parent_leaf then L = leaves_remove(L, parent) end
   L = leaves_insert(L, id, deadline)
   if L == '' or leaf_due(L, now) then return false end
-  local gone = st.parent_leaf and 1 or 0
+  -- the parent's fields this save removes: its leaf mark, and its names list (save_write)
+  local drop = {}
+  if st.parent_leaf then drop[1] = 'e:' .. parent end
+  if drop_names then drop[#drop + 1] = 'n:' .. parent end
+  local gone = #drop
   if not st.parent_leaf and parent ~= '' then
     args[#args + 1], args[#args + 2] = 'k:' .. parent, st.parent_k and st.parent_k + 1 or 2
     if not st.parent_k then adds = adds + 1 end
@@ -258,9 +273,21 @@ local function new_leaf_saved(key, args, adds, st, parent, id, deadline, now)
   -- The HSET is the first write: a full server (maxmemory, noeviction) refuses a
   -- script's first write that may grow memory, and then nothing is written at all.
   local added = redis.call('HSET', key, unpack(args))
-  local removed = st.parent_leaf and redis.call('HDEL', key, 'e:' .. parent) or 0
+  local removed = gone > 0 and redis.call('HDEL', key, unpack(drop)) or 0
   if added ~= adds or removed ~= gone then redis.call('HSET', key, 'r', b.len - removed + added - 1) end
   return true
+end
+
+-- The names list a record saved under ``parent`` keeps (nil: none), see the top of this
+-- file: the parent's packed name (A[12], '' when an id is foreign to the thread), then its
+-- ancestors' as the worker's last resolve of the parent read them (A[13]), or else as the
+-- parent's own list holds them.
+local function names_of(A, st)
+  local own, memo = A[12] or '', A[13] or ''
+  if own == '' or A[2] == '' then return nil end
+  if memo ~= '' then return own .. memo end
+  if st.names_above then return own .. st.names_above end
+  return nil
 end
 
 -- The save's writes; nothing here can fail. A[11] '1': keep the books of
@@ -282,6 +309,14 @@ local function save_write(key, A, st)
   elseif st.exists then
     redis.call('HDEL', key, 'j:' .. id)  -- overwritten smaller, or as a root
   end
+  local names = names_of(A, st)
+  if names then
+    args[#args + 1], args[#args + 2] = 'n:' .. id, names
+  elseif st.exists then
+    redis.call('HDEL', key, 'n:' .. id)
+  end
+  -- One list per branch: the parent's goes once a child carries it on.
+  local drop_names = names and st.names_above and true or false
   if token ~= '' then
     local keep_ring = (#token + 1) * (tonumber(A[10]) - 1)
     if #ring > keep_ring then ring = string.sub(ring, 1, keep_ring) end
@@ -292,14 +327,15 @@ local function save_write(key, A, st)
   local stale_m = st.has_m and not st.largest
   if is_new_leaf and st.fresh and not stale_m then
     -- the fields the record's write adds: d:, p: and e: of a fresh record, w, m, j: and ops if new
-    local adds = 3 + (jumps and 1 or 0) + (st.has_w and 0 or 1) + ((token ~= '' and not st.has_ops) and 1 or 0)
-                 + ((st.largest and not st.has_m) and 1 or 0)
-    if new_leaf_saved(key, args, adds, st, parent, id, deadline, now) then
+    local adds = 3 + (jumps and 1 or 0) + (names and 1 or 0) + (st.has_w and 0 or 1)
+                 + ((token ~= '' and not st.has_ops) and 1 or 0) + ((st.largest and not st.has_m) and 1 or 0)
+    if new_leaf_saved(key, args, adds, st, parent, id, deadline, now, drop_names) then
       ttl_lengthened(key, ttl, b.len == 0)
       return
     end
   end
   redis.call('HSET', key, unpack(args))
+  if drop_names then redis.call('HDEL', key, 'n:' .. parent) end
   if stale_m then redis.call('HDEL', key, 'm') end  -- no longer tells: see the top of this file
   if ttl == 0 then redis.call('PERSIST', key) else ttl_lengthened(key, ttl, b.len == 0) end
   if not keep then

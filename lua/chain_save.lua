@@ -8,6 +8,10 @@
 -- ARGV[9]  operation token (16 hex digits, random per call; absent or '' = none)
 -- ARGV[10] how many tokens the thread's ring keeps
 -- ARGV[11] '1': keep the books of per-response expiry (lua/chain_lib.lua)
+-- ARGV[12] the parent's id packed (16 bytes, redis_sessions/responses/names.py), when it
+--          and this id were minted for the thread; '' = this record keeps no names list
+-- ARGV[13] the parent's ancestors packed, parent first, as the worker last read them
+--          ('' = none: a list goes on only from the parent's own, lua/chain_lib.lua)
 -- Returns 'ok' or {reason, detail}. Checks first, writes last: a refusal
 -- writes nothing, and nothing after the first write can fail.
 --

@@ -3,9 +3,10 @@
 -- lua/conv_lib.lua, lua/chain_jumps.lua and lua/chain_lib.lua come in front of this file.
 -- KEYS[1]  the thread hash of the conversation's responses, <prefix>:{c:<id>}:chain
 -- KEYS[2]  the conversation's hash, <prefix>:{c:<id>}:conv (the same hash tag: one slot)
--- ARGV[1..11]  the save, as lua/chain_save.lua takes it
--- ARGV[12] the conversation's TTL in ms ('0': none)
--- ARGV[13..] item id, item, ... the turn's input then output items, oldest first
+-- ARGV[1..13]  the save, as lua/chain_save.lua takes it (a conversation's responses are
+--               roots: no names list)
+-- ARGV[14] the conversation's TTL in ms ('0': none)
+-- ARGV[15..] item id, item, ... the turn's input then output items, oldest first
 -- Returns 'ok', a save's refusal (chain_save.lua), or {'nf', ''} (no such
 -- conversation), {'dup', item id} (a live item of the conversation has that id),
 -- {'corrupt', ''}.
@@ -15,10 +16,10 @@
 -- stored) answers 'ok' and appends nothing: the append happened with it.
 local reply, st = save_check(KEYS[1], ARGV)
 if reply then return reply end
-local n, refused = append_check(KEYS[2], ARGV, 13)
+local n, refused = append_check(KEYS[2], ARGV, 15)
 if not n then return {refused[1], refused[2] or ''} end
 -- writes
 save_write(KEYS[1], ARGV, st)
-append_write(KEYS[2], ARGV, 13, n, {})
-expire(KEYS[2], tonumber(ARGV[12]))
+append_write(KEYS[2], ARGV, 15, n, {})
+expire(KEYS[2], tonumber(ARGV[14]))
 return 'ok'

@@ -16,7 +16,8 @@
 -- 'missing' (detail = the id not found), 'cycle' (detail = the repeated id),
 -- 'depth' (detail = the next id past the hop limit) or 'wrongtype'; form 'r'
 -- is followed by the records, 'i' by their ids, newest first either way; 'j' too,
--- when a jump list gave some of the ids (whose records the reader then checks).
+-- when a jump list gave some of the ids (whose records the reader then checks); 'n' by
+-- the start's names list (below), ancestors packed, which the reader checks the same way.
 -- largest: with ids, what the reader sizes its reads of the records by: 'm<bytes>', the
 -- largest record the thread holds by its m field (lua/chain_lib.lua), told on the call
 -- that passes the inline budget when m is current; else 's<bytes>', the largest of the
@@ -50,9 +51,25 @@ local budget, bytes = tonumber(ARGV[4]), 0
 -- another type makes the first read fail, which is when its type is asked. A call that
 -- may return records inline reads the thread's m first (see above).
 local first
-if budget >= 0 then first = redis.pcall('HMGET', key, 'm', 'w') else first = redis.pcall('HSTRLEN', key, 'd:' .. ARGV[1]) end
+if budget < 0 then
+  first = redis.pcall('HSTRLEN', key, 'd:' .. ARGV[1])
+elseif ARGV[5] == '1' then
+  first = redis.pcall('HMGET', key, 'm', 'w', 'n:' .. ARGV[1])
+else
+  first = redis.pcall('HMGET', key, 'm', 'w')
+end
 if type(first) == 'table' and first.err then return {'wrongtype', redis.call('TYPE', key)['ok'], 'i', ''} end
 local told = budget >= 0 and largest_told(first[1], first[2]) or nil
+
+-- The start keeps a names list (lua/chain_lib.lua): its ancestors, 16 bytes each. Where
+-- the records, counted at m's size, would not come back inline, and the chain is within
+-- the limit, the list is the reply ('n'), for the reader to HMGET the records and check
+-- that they link up (a list is a hint: one that does not is walked again by pointers).
+local names = told and first[3]
+if names and (#names / 16 + 1) * told > budget and #names / 16 + 1 <= tonumber(ARGV[2]) then
+  if tonumber(ARGV[3]) > 0 then slide_walked(key, ARGV[1], tonumber(ARGV[3])) end
+  return {'ok', '', 'n', 'm' .. told, names}
+end
 
 local out = {'ok', '', 'i', ''}
 local ids, records, k = {}, {}, 0

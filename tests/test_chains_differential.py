@@ -348,3 +348,101 @@ def test_the_branch_programs_reach_removal() -> None:
     assert answers[8][0] == "ok" and answers[8][1] is not None  # the turn continued: kept
     # the root too (kept by its descendants: its own locator has expired, the chain reads it)
     assert [s.id for s in answers[9][1].sessions] == [root, turn, later, BRANCH_IDS[4]]
+
+
+# -- names lists (redis_sessions/responses/names.py): the twins keep the same lists -------
+NAMED_THREAD = "00112233445566aa"
+NAMED_IDS = [f"resp_{NAMED_THREAD}_{i:032x}" for i in range(10)]
+NAMES_MIN = 3
+"""Lists from chains this deep (13 in use), so short programs make, carry on, drop and
+leave stale many lists; records of up to 3 KB, so that the walk's reply is the list."""
+
+
+@st.composite
+def names_cases(draw: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One thread of ids minted for it: saves under known records (new ones, the same
+    id again, overwrites that move a record below another parent, which leaves its
+    descendants' lists stale), resolves (whose names a save under the same id takes),
+    deletes, and advances of a third of the TTL or more."""
+    sliding = draw(st.booleans())
+    opts = {"ttl_seconds": 3, "sliding_ttl": sliding, "max_depth": draw(st.sampled_from([4, 64]))}
+
+    def save(rid: str, parent: str | None) -> dict[str, Any]:
+        return {"op": "save", "id": rid, "parent": parent, "text": draw(st.sampled_from(["one", "two"])),
+                "status": "completed", "expect": UNSET, "overwrite": draw(st.booleans()),
+                "resend": draw(st.booleans()), "payload": draw(st.sampled_from([0, 3000]))}
+
+    program = [save(NAMED_IDS[0], None)]
+    known = [NAMED_IDS[0]]
+    for _ in range(draw(st.integers(min_value=5, max_value=40))):
+        kind = draw(st.sampled_from(["save"] * 5 + ["resolve"] * 3 + ["advance", "get", "delete"]))
+        if kind == "advance":
+            program.append({"op": "advance", "ms": draw(st.sampled_from([1000, 2000]))})
+        elif kind == "save":
+            rid = draw(st.sampled_from(NAMED_IDS))
+            program.append(save(rid, draw(st.sampled_from(known[-4:] + known[:1]))))
+            known.append(rid)
+        else:
+            op: dict[str, Any] = {"op": kind, "id": draw(st.sampled_from(known))}
+            if kind == "resolve":
+                op.update(max_depth=None, include_incomplete=True)
+            if kind == "delete":
+                op["resend"] = draw(st.booleans())
+            program.append(op)
+    return opts, program
+
+
+def shallow_names() -> Any:
+    return unittest.mock.patch.object(store_module.names, "NAMES_MIN", NAMES_MIN)
+
+
+def names_fields(state: Any) -> list[bytes]:
+    return [name for fields, _ in state.values() if isinstance(fields, dict) for name in fields
+            if name.startswith(b"n:")]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=names_cases())
+def test_memory_and_lua_keep_the_same_names_lists(case: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:
+    opts, program = case
+    with shallow_names():
+        memory = asyncio.run(run_memory(opts, program))
+        redis = asyncio.run(run_fakeredis(opts, program))
+    for i, ((mine, my_keys), (theirs, their_keys)) in enumerate(zip(memory[0], redis[0])):
+        assert mine == theirs, f"step {i} {program[i]}: the answer"
+        assert my_keys == their_keys, f"step {i} {program[i]}: keys, fields and expiry after it"
+    assert memory[1] == redis[1]
+
+
+def test_the_names_programs_make_carry_and_outlive_stale_lists() -> None:
+    """A fixed program of the kind above: a resolve starts a list, the saves after it
+    carry it on (one list, at the tip), and an overwrite that moves an ancestor leaves
+    the tip's list stale, which the reader finds out and reads past: both twins resolve
+    the moved chain alike, and the save after that resolve mends the list."""
+    a, b, c, d, e, f, g = NAMED_IDS[:7]
+
+    def save(rid: str, parent: str | None, overwrite: bool = False) -> dict[str, Any]:
+        return {"op": "save", "id": rid, "parent": parent, "text": "one", "status": "completed",
+                "expect": UNSET, "overwrite": overwrite, "resend": False, "payload": 3000}
+
+    def resolve(rid: str) -> dict[str, Any]:
+        return {"op": "resolve", "id": rid, "max_depth": None, "include_incomplete": True}
+
+    program = [save(a, None), save(b, a), save(c, b), resolve(c), save(d, c), save(e, d),
+               save(f, a), save(c, f, overwrite=True), resolve(e), save(g, e)]
+    opts = {"ttl_seconds": 30, "sliding_ttl": False, "max_depth": 64}
+    with shallow_names():
+        memory = asyncio.run(run_memory(opts, program))
+        assert memory == asyncio.run(run_fakeredis(opts, program))
+    states = [state for _, state in memory[0]]
+    packed = {rid: bytes.fromhex(rid[-32:]) for rid in NAMED_IDS}
+    thread = f"{PREFIX}:{{{NAMED_THREAD}}}:chain"
+    assert names_fields(states[3]) == []  # chains of 3 and less keep none
+    assert states[4][thread][0][b"n:" + d.encode()] == packed[c] + packed[b] + packed[a]
+    assert names_fields(states[5]) == [b"n:" + e.encode()]  # carried on: d's went
+    assert states[5][thread][0][b"n:" + e.encode()] == packed[d] + packed[c] + packed[b] + packed[a]
+    # c moved below f: e's list still names b, the reader reads past it by the pointers
+    moved = memory[0][8][0]
+    assert moved[0] == "ok" and [s.id for s in moved[1].sessions] == [a, f, c, d, e]
+    assert states[9][thread][0][b"n:" + g.encode()] == b"".join(packed[x] for x in (e, d, c, f, a))
+    assert names_fields(states[9]) == [b"n:" + g.encode()]

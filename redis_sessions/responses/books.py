@@ -108,7 +108,7 @@ def prune(fields: Fields, leaves: str, now: int) -> tuple[str, int]:
         e = number(fields.get(f"e:{rid}"))
         if e is not None and e < now:
             parent = fields.get(f"p:{rid}")
-            for name in (f"d:{rid}", f"p:{rid}", f"e:{rid}", f"j:{rid}"):
+            for name in (f"d:{rid}", f"p:{rid}", f"e:{rid}", f"j:{rid}", f"n:{rid}"):
                 fields.pop(name, None)
             gone += 1
             if parent:

@@ -48,6 +48,16 @@ def largest_told(fields: dict[str, bytes | str]) -> int | None:
     return int(size) if of and of == str(stamp) else None
 
 
+def names_of(fields: dict[str, bytes | str], request: SaveRequest) -> bytes | None:
+    """The names list a record saved by ``request`` keeps (lua/chain_lib.lua's names_of)."""
+    if not request.names or not request.parent:
+        return None
+    above = request.above or fields.get(f"n:{request.parent}")
+    if not above:
+        return None
+    return request.names + (above if isinstance(above, bytes) else above.encode("utf-8", "surrogateescape"))
+
+
 class MemoryChainEngine:
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
@@ -174,6 +184,12 @@ class MemoryChainEngine:
         fields[f"p:{rid}"] = parent
         if jumps is not None:
             fields[f"j:{rid}"] = jumps
+        listed = names_of(fields, request)
+        if listed is not None:
+            fields[f"n:{rid}"] = listed
+            fields.pop(f"n:{parent}", None)  # one list per branch: the child carries it on
+        elif exists:
+            fields.pop(f"n:{rid}", None)
         if token:
             fields[OPS_FIELD] = ring_push(str(fields.get(OPS_FIELD, "")), token, SAVED)
         fields[LAST_WRITE] = str(now)
@@ -319,6 +335,7 @@ class MemoryChainEngine:
         parent = fields.get(f"p:{response_id}")
         linked = parent is not None
         jumped = f"j:{response_id}" in fields
+        named = f"n:{response_id}" in fields
         leaf_deadline = books.number(fields.get(f"e:{response_id}"))
         has_ring = bool(ring or token)
         stamped = LAST_WRITE in fields
@@ -327,9 +344,9 @@ class MemoryChainEngine:
         if mode == "on" and records is not None:
             left = records - found
         else:
-            left = len(fields) - found - linked - jumped - (1 if ring else 0) - stamped - sized
+            left = len(fields) - found - linked - jumped - named - (1 if ring else 0) - stamped - sized
         pttl = self._pttl(entry)
-        for name in (f"d:{response_id}", f"p:{response_id}", f"j:{response_id}"):
+        for name in (f"d:{response_id}", f"p:{response_id}", f"j:{response_id}", f"n:{response_id}"):
             fields.pop(name, None)
         if token:
             fields[OPS_FIELD] = ring_push(ring, token, DELETED if found else NOT_FOUND)

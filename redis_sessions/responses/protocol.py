@@ -93,10 +93,11 @@ class SaveRequest:
     redis-py re-sends after a lost reply carries the same one."""
 
     __slots__ = ("response_id", "parent", "expect", "expected", "overwrite", "blob", "ttl_ms", "walk_limit", "token",
-                 "books")
+                 "books", "names", "above")
 
     def __init__(self, response_id: str, parent: str, expect: bool, expected: str, overwrite: bool,
-                 blob: bytes, ttl_ms: int, walk_limit: int, token: str, books: bool = True) -> None:
+                 blob: bytes, ttl_ms: int, walk_limit: int, token: str, books: bool = True,
+                 names: bytes = b"", above: bytes = b"") -> None:
         self.response_id = response_id
         self.parent = parent
         self.expect = expect
@@ -108,6 +109,11 @@ class SaveRequest:
         self.token = token
         self.books = books
         """Keep the books of per-response expiry (:mod:`.books`)."""
+        self.names = names
+        """The parent's id packed (:mod:`.names`), b"" when the record keeps no names list."""
+        self.above = above
+        """The parent's ancestors packed, as this store last resolved them (b"": the list
+        goes on from the parent's own, if it keeps one)."""
 
 
 class ChainEngine(Protocol):

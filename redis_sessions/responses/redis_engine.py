@@ -17,7 +17,7 @@ from ..keys import KeySpace
 from ..redis_client import RedisLink, as_text, translate_errors, translated
 from ..replication import ReplicaAcks, write_acked
 from ..scripts import LuaScript, script
-from . import jumps
+from . import jumps, names
 from .protocol import DEFAULT_MAX_RECORD_BYTES, RING_ENTRIES, RING_TTL_MS, SaveRequest
 
 
@@ -64,10 +64,11 @@ _RING_TTL = _number(RING_TTL_MS)
 
 
 def _save_args(request: SaveRequest) -> list[Any]:
-    """ARGV[1..11] of a save, as lua/chain_save.lua (and chain_save_turn.lua) take them."""
+    """ARGV[1..13] of a save, as lua/chain_save.lua (and chain_save_turn.lua) take them."""
     return [request.response_id, request.parent, b"=" if request.expect else b"-", request.expected,
             b"1" if request.overwrite else b"0", request.blob, _number(request.ttl_ms),
-            _number(request.walk_limit), request.token, _RING, b"1" if request.books else b"0"]
+            _number(request.walk_limit), request.token, _RING, b"1" if request.books else b"0",
+            request.names, request.above]
 
 
 def read_plan(count: int, record_bytes: int) -> list[list[slice]]:
@@ -243,8 +244,9 @@ class RedisChainEngine:
         thread whose m does not tell (one written by a version before it), the walk sizes
         each record it passes instead, by the pointers only.
 
-        ``jumps``: follow big records' jump lists (lua/chain_lib.lua). A walk that
-        followed one and did not end well (missing, cycle, too deep) is walked again by
+        ``jumps``: follow big records' jump lists (lua/chain_lib.lua), and take a deep
+        record's names list (:mod:`.names`) for the whole chain. A walk that followed one
+        and did not end well (missing, cycle, too deep, a record gone) is walked again by
         its pointers only, so that a stale list never makes an error of a good chain."""
         key = self.keys.thread(thread)
         entries: list[str] = []
@@ -263,6 +265,13 @@ class RedisChainEngine:
             status, detail = as_text(result[0]), as_text(result[1])
             if result[2] == b"r":
                 return (*_inline(status, detail, result[4:]), None)
+            if result[2] == b"n":
+                # The start's names list (names.py): its records are read and checked below.
+                ancestors = names.unpack(result[4], thread)
+                if ancestors is None:  # not whole names: only a hand edit makes that
+                    return await self.walk(thread, start, limit, slide_ms, jumps=False)
+                entries, jumped, largest = [start, *ancestors], True, int(as_text(result[3])[1:])
+                break
             jumped = jumped or result[2] == b"j"
             told = as_text(result[3])
             if told:

@@ -43,6 +43,7 @@ from ..models import (
 from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, bounded
 from ..replication import DEFAULT_ACK_TIMEOUT, ReplicaAcks
 from .chain import build_snapshot, check_walk, decode_chain, linked, request_input_items
+from . import names
 from .memory_engine import MemoryChainEngine
 from .protocol import DEFAULT_MAX_RECORD_BYTES, UNSET, ChainEngine, SaveRequest, _Unset, new_token
 from .redis_engine import RedisChainEngine
@@ -227,6 +228,9 @@ class ChainStore:
         the item and conversation stores keep it."""
         self.replay_instructions = validate.flag(replay_instructions, "replay_instructions")
         self.timeout = validate.seconds(timeout)
+        self._memo = names.Memo()
+        """The deep chains this store resolved last, for the names lists of the saves that
+        follow them (:mod:`.names`)."""
 
     @property
     def round_trips(self) -> int:
@@ -332,6 +336,8 @@ class ChainStore:
             # A long chain is walked, then read: a record overwritten in between (another
             # parent) shows here, and the chain is read again rather than returned mixed.
             if linked(sessions, previous_response_id):
+                if len(sessions) >= names.NAMES_MIN - 1:  # a save under it makes a chain that deep
+                    self._remember(previous_response_id, thread, sessions)
                 break
             if attempt == READ_ATTEMPTS:
                 raise SessionError(ErrorCode.BACKEND_UNAVAILABLE,
@@ -342,6 +348,21 @@ class ChainStore:
             include_incomplete=include_incomplete,
             replay_instructions=self.replay_instructions,
         )
+
+    def _remember(self, start: str, thread: str, sessions: list[StoredResponseSession]) -> None:
+        """The names of ``start``'s ancestors (``sessions``, oldest first, end at it), for a
+        save under it: none when one was minted for another thread, or elsewhere."""
+        packed = names.pack([session.id for session in reversed(sessions[:-1])], thread)
+        if packed is not None:
+            self._memo.remember(start, packed)
+
+    def _names(self, parent: str | None, thread: str) -> tuple[bytes, bytes]:
+        """What a save under ``parent`` sends for its names list: the parent packed (b"":
+        none), and its ancestors as this store last resolved them (b"": not remembered)."""
+        if parent is None:
+            return b"", b""
+        own = names.pack([parent], thread)
+        return (own, self._memo.above(parent)) if own is not None else (b"", b"")
 
     # -- writes -------------------------------------------------------------
     @bounded
@@ -371,7 +392,8 @@ class ChainStore:
             return
         thread = await self._thread_for_save(response_id, parent)
         request = SaveRequest(response_id, parent or "", expected is not None, expected or "", overwrite, blob,
-                              self._ttl_ms, OVERWRITE_CYCLE_WALK_LIMIT, new_token(), self.response_expiry)
+                              self._ttl_ms, OVERWRITE_CYCLE_WALK_LIMIT, new_token(), self.response_expiry,
+                              *self._names(parent, thread))
         status, detail = await self.engine.save(thread, request)
         if status != "ok" and not (status == "exists" and await self._already_saved(thread, session)):
             await self._refused(status, detail, response_id, parent, thread)

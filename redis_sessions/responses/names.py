@@ -1,0 +1,75 @@
+"""Names lists: a deep record's ancestors in one field, so that a reader needs no walk.
+
+A record whose chain is at least NAMES_MIN deep keeps, in ``n:<id>``, the ids of its
+ancestors, parent first, down to the root, each packed to the 16 bytes of its random
+part (ids minted for the thread, ``resp_<thread>_<32 hex>``, differ only there). The
+Redis walk (lua/chain_walk.lua) answers a start that keeps one with the list itself, and
+the reader reads the records with HMGET: for 64 records of 0.7 KB the walk's 64 pointer
+reads were most of a resolve's Redis time. A list is a hint the reader checks, as a jump
+list is: every record names its parent, a chain that does not link up is walked again
+by its pointers.
+
+Kept without a walk on the server: a worker's save under the chain it has just resolved
+(what a gateway does every turn) hands the save the names it read (the store's memo); a
+save under a record that keeps a list carries that one on. Either way the parent's list
+is dropped, so a branch keeps one list, at its tip: 16 bytes per record of the chain.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+NAMES_MIN = 13
+"""Chains at least this deep (the record and its ancestors) keep a list: shallower ones
+come back from the walk in one round trip anyway while their records are small (13 of
+0.6 KB pass the 8 KB inline budget), and conversations of a few turns cost no memory more."""
+MEMO_ENTRIES = 128
+"""Chains a store remembers having resolved, for the saves that follow them: a worker's
+requests in flight at once, and more."""
+MEMO_BYTES = 4 << 20
+"""And at most this many bytes of names (a chain of 1,000 is 16 KB)."""
+_PREFIX_LEN = len("resp_") + 16 + 1
+_ID_LEN = _PREFIX_LEN + 32
+
+
+def pack(ids: "list[str] | tuple[str, ...]", thread: str) -> bytes | None:
+    """``ids`` packed, 16 bytes each, or None if one of them was not minted for ``thread``."""
+    prefix = f"resp_{thread}_"
+    for rid in ids:
+        if len(rid) != _ID_LEN or not rid.startswith(prefix):
+            return None
+    hexed = "".join([rid[_PREFIX_LEN:] for rid in ids])
+    try:
+        packed = bytes.fromhex(hexed)
+    except ValueError:
+        return None
+    return packed if packed.hex() == hexed else None  # lower-case hex only, as minted
+
+
+def unpack(raw: bytes, thread: str) -> list[str] | None:
+    """The ids a packed list names, in its order (None: not a list of whole names)."""
+    if len(raw) % 16:
+        return None
+    hexed = raw.hex()
+    prefix = f"resp_{thread}_"
+    return [prefix + hexed[at:at + 32] for at in range(0, len(hexed), 32)]
+
+
+class Memo:
+    """The chains this store resolved last, by their newest id: the packed names of each
+    one's ancestors, what a save under that id sends (lua/chain_save.lua's ARGV[13]).
+    Bounded by MEMO_ENTRIES and MEMO_BYTES, the oldest forgotten first."""
+
+    def __init__(self, entries: int = MEMO_ENTRIES, size: int = MEMO_BYTES) -> None:
+        self.entries, self.size, self.held = entries, size, 0
+        self._chains: OrderedDict[str, bytes] = OrderedDict()
+
+    def remember(self, start: str, ancestors: bytes) -> None:
+        chains = self._chains
+        self.held += len(ancestors) - len(chains.pop(start, b""))
+        chains[start] = ancestors
+        while len(chains) > self.entries or self.held > self.size:
+            self.held -= len(chains.popitem(last=False)[1])
+
+    def above(self, parent: str) -> bytes:
+        return self._chains.get(parent, b"")

@@ -1,0 +1,185 @@
+"""Names lists (redis_sessions/responses/names.py, #9: a deep chain of small records
+resolved near the cost of one HMGET): the tip of a chain 13 or more deep keeps its
+ancestors' ids packed in ``n:<id>``; the walk hands the reader that list, and the reader
+reads the records and checks that they link up, walking by the pointers where they do not."""
+
+from __future__ import annotations
+
+import pytest
+
+from chains import calls_of, make_store, nodes_of, record, thread_tag
+from redis_sessions import SessionError
+from redis_sessions.responses.names import NAMES_MIN, Memo, pack, unpack
+
+PAYLOAD = "x" * 700
+"""Records of about 0.8 KB: NAMES_MIN of them pass the walk's inline budget, so a list,
+where there is one, is what the walk answers."""
+
+
+async def turns(store, n: int, parent: str | None = None, payload: str = PAYLOAD) -> list[str]:
+    """``n`` gateway turns after ``parent``: each resolves the chain it continues, then
+    saves the next response under it, as a gateway's worker does."""
+    ids: list[str] = []
+    for i in range(n):
+        if parent is not None:
+            await store.resolve_chain(parent)
+        rid = await store.new_response_id(parent)
+        await store.save(record(rid, parent, f"turn {i}", payload=payload))
+        ids.append(rid)
+        parent = rid
+    return ids
+
+
+async def fields_of(backend, store, rid: str) -> dict[str, bytes]:
+    thread = thread_tag(rid)
+    if backend.client is None:
+        entry = store.engine.threads.get(thread)
+        return {k: v.encode() if isinstance(v, str) else v for k, v in (entry.fields if entry else {}).items()}
+    return {k.decode(): v for k, v in (await backend.client.hgetall(store.keys.thread(thread))).items()}
+
+
+def lists(fields: dict[str, bytes]) -> dict[str, bytes]:
+    return {k[2:]: v for k, v in fields.items() if k.startswith("n:")}
+
+
+def packed(ids: list[str]) -> bytes:
+    return b"".join(bytes.fromhex(rid[-32:]) for rid in ids)
+
+
+def test_pack_takes_only_ids_minted_for_the_thread_and_unpack_gives_them_back():
+    a = "resp_0123456789abcdef_" + "0" * 31 + "a"
+    b = "resp_0123456789abcdef_0123456789abcdef0123456789abcdef"
+    assert unpack(pack([a, b], "0123456789abcdef"), "0123456789abcdef") == [a, b]
+    assert pack([a], "fedcba9876543210") is None  # another thread's
+    assert pack([a, "ext-1"], "0123456789abcdef") is None  # minted elsewhere
+    assert pack([a.upper()[:5] + a[5:-1] + "A"], "0123456789abcdef") is None  # upper-case hex: not as minted
+    assert pack([a[:-1] + "g"], "0123456789abcdef") is None
+    assert unpack(b"x" * 17, "0123456789abcdef") is None  # not whole names
+
+
+def test_the_memo_keeps_the_latest_chains_only():
+    memo = Memo(entries=2)
+    memo.remember("a", b"1")
+    memo.remember("b", b"2")
+    memo.remember("a", b"3")  # a again: the newest
+    memo.remember("c", b"4")
+    assert (memo.above("a"), memo.above("b"), memo.above("c")) == (b"3", b"", b"4")
+
+
+async def test_a_deep_chain_keeps_one_list_at_its_tip_naming_every_ancestor(backend):
+    store = make_store(backend, max_depth=200)
+    ids = await turns(store, NAMES_MIN - 1)
+    assert lists(await fields_of(backend, store, ids[0])) == {}  # shallower chains keep none
+    ids += await turns(store, 20, ids[-1])
+    assert lists(await fields_of(backend, store, ids[0])) == {ids[-1]: packed(ids[-2::-1])}
+    snap = await store.resolve_chain(ids[-1])
+    assert [s.id for s in snap.sessions] == ids and [s.request.input for s in snap.sessions] == [
+        f"turn {i}" for i in range(NAMES_MIN - 1)] + [f"turn {i}" for i in range(20)]
+
+    # a regeneration of turn 15: resolved, then saved beside the turn that was there;
+    # the tip's list stays, the new branch keeps its own
+    regen = await turns(store, 1, ids[15])
+    assert lists(await fields_of(backend, store, ids[0])) == {ids[-1]: packed(ids[-2::-1]),
+                                                              regen[0]: packed(ids[15::-1])}
+    assert [s.id for s in (await store.resolve_chain(regen[0])).sessions] == ids[:16] + regen
+
+    # deleting a tip deletes its list with it
+    assert await store.delete(regen[0])
+    assert regen[0] not in lists(await fields_of(backend, store, ids[0]))
+
+
+async def test_a_save_without_a_resolve_carries_its_parents_list_on(backend):
+    store = make_store(backend, max_depth=200)
+    ids = await turns(store, NAMES_MIN)
+    other = make_store(backend, max_depth=200)  # another worker: it remembers no chain
+    for i in range(3):
+        rid = await other.new_response_id(ids[-1])
+        await other.save(record(rid, ids[-1], f"more {i}", payload=PAYLOAD))
+        ids.append(rid)
+    assert lists(await fields_of(backend, store, ids[0])) == {ids[-1]: packed(ids[-2::-1])}
+
+
+async def test_chains_with_an_id_minted_elsewhere_keep_no_list(backend):
+    store = make_store(backend, max_depth=200)
+    ids = await turns(store, NAMES_MIN)
+    await store.resolve_chain(ids[-1])
+    await store.save(record("ext-x", ids[-1], "foreign", payload=PAYLOAD))  # a foreign id's list may name minted ones
+    await store.resolve_chain("ext-x")
+    rid = await store.new_response_id("ext-x")
+    await store.save(record(rid, "ext-x", "after", payload=PAYLOAD))  # but none names a foreign one
+    assert set(lists(await fields_of(backend, store, ids[0]))) == {"ext-x"}
+    assert [s.id for s in (await store.resolve_chain(rid)).sessions] == ids + ["ext-x", rid]
+
+
+async def test_a_chain_with_a_list_is_resolved_by_two_reads_in_two_trips(real_backend):
+    """64 records: the walk reads m, w and the tip's list in one HMGET and replies with the
+    list; the records come in one HMGET. No pointer read, no record sized."""
+    store = make_store(real_backend, max_depth=200)
+    ids = await turns(store, 64)
+    nodes = nodes_of(real_backend)
+    try:
+        await store.resolve_chain(ids[-1])
+        before = {name: await calls_of(nodes, name) for name in ("hstrlen", "hget", "hmget", "evalsha")}
+        trips = store.round_trips
+        snap = await store.resolve_chain(ids[-1])
+        reads = {name: await calls_of(nodes, name) - n for name, n in before.items()}
+        assert [s.id for s in snap.sessions] == ids and store.round_trips - trips == 2
+        assert reads == {"hstrlen": 0, "hget": 0, "hmget": 2, "evalsha": 1}
+    finally:
+        for node in nodes:
+            await node.aclose()
+
+
+async def test_a_list_left_stale_by_an_overwrite_costs_a_walk_never_a_wrong_chain(backend):
+    """An overwrite moves turn 5 below a record of another branch: the tip's list still
+    names turn 5's old ancestors. The reader finds that the records do not link up and
+    walks the pointers; the next turn's save, after that resolve, mends the list."""
+    store = make_store(backend, max_depth=200)
+    ids = await turns(store, 30)
+    side = await turns(store, 2, ids[1])
+    await store.save(record(ids[5], side[-1], "turn 5", payload=PAYLOAD), overwrite=True)
+    moved = ids[:2] + side + ids[5:]
+    assert [s.id for s in (await store.resolve_chain(ids[-1])).sessions] == moved
+    nxt = await turns(store, 1, ids[-1])
+    assert lists(await fields_of(backend, store, ids[0]))[nxt[0]] == packed(moved[::-1])
+    assert [s.id for s in (await store.resolve_chain(nxt[0])).sessions] == moved + nxt
+
+
+@pytest.mark.parametrize("edit", ["cut", "garbage", "names_a_gone_record"])
+async def test_a_hand_edited_list_is_read_past(redis_backend, edit):
+    """Lists are hints: one cut short, one not made of whole names, one naming a record
+    that is gone: the chain resolves as its pointers say (the last: missing there)."""
+    store = make_store(redis_backend, max_depth=200)
+    ids = await turns(store, 20)
+    key = store.keys.thread(thread_tag(ids[0]))
+    client = redis_backend.client
+    if edit == "cut":
+        await client.hset(key, f"n:{ids[-1]}", packed(ids[-2:5:-1]))
+    elif edit == "garbage":
+        await client.hset(key, f"n:{ids[-1]}", b"\x00" * 33)
+    else:
+        await client.hdel(key, f"d:{ids[7]}")
+    if edit == "names_a_gone_record":
+        with pytest.raises(SessionError) as err:
+            await store.resolve_chain(ids[-1])
+        assert err.value.code.value == "session.chain.not_found" and ids[7] in err.value.message
+    else:
+        assert [s.id for s in (await store.resolve_chain(ids[-1])).sessions] == ids
+
+
+async def test_a_list_longer_than_max_depth_is_too_deep_as_the_chain_is(backend):
+    store = make_store(backend, max_depth=200)
+    ids = await turns(store, 30)
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(ids[-1], max_depth=29)
+    assert err.value.code.value == "session.chain.depth_exceeded"
+    assert len((await store.resolve_chain(ids[-1], max_depth=30)).sessions) == 30
+
+
+def test_the_memo_is_bounded_by_its_bytes_too():
+    memo = Memo(entries=100, size=64)
+    for i in range(10):
+        memo.remember(f"r{i}", bytes(16))
+    assert memo.held == 64 and [memo.above(f"r{i}") != b"" for i in range(10)] == [False] * 6 + [True] * 4
+    memo.remember("r9", bytes(32))  # the same chain again, longer: counted once
+    assert memo.held == 64 and memo.above("r6") == b""
