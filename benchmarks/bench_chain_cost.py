@@ -305,67 +305,6 @@ async def resolve_costs(r: Redis, store: RedisResponseSessionStore) -> None:
     print()
 
 
-async def names_in_one_field(r: Redis, store: RedisResponseSessionStore) -> None:
-    """What a resolve of small records would take to come near one HMGET of them: the
-    chain's names in one field of the thread, read before the HMGET. A sketch, kept by no
-    store: the field is written here by hand, the leaf's ancestors newest first, and only
-    read. Beside it, what that field costs in memory per response, with the ids as they
-    are and packed to the 16 random bytes of each (an id minted here is its thread's tag,
-    which the key holds, and those), against the peers' one JSON string per response."""
-    print("### What would bring a resolve of small records near its HMGET: every name in one field\n")
-    print("A sketch: the leaf's chain, every id, in one field of the thread, read (one round trip) "
-          "before the HMGET of the records (another). Redis CPU (main thread) per resolve, medians of "
-          "5 rounds; memory per response over 30 conversations of that depth, MEMORY USAGE of every key.\n")
-    print("| records | depth | resolve CPU us | HMGET us | ratio | names field, then HMGET: ratio "
-          "| by pointers, then HMGET: ratio | memory per response: ours | with the names field | with them packed, 16 B an id "
-          "| peers | ratios to peers: ours | names field | packed |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    follow = await r.script_load(FOLLOW_POINTERS + "return f")
-    for depth in (10, 64):
-        await r.flushall()
-        chains = [await chain(store, depth, 0) for _ in range(30)]
-        keys = [f"bench:{{{thread_of(ids[-1])}}}:chain" for ids in chains]
-
-        async def usage() -> float:
-            return sum([await r.memory_usage(key, samples=0) or 0 for key in keys]) / (30 * depth)
-
-        async def names_field(packed: bool) -> float:
-            for key, ids in zip(keys, chains):
-                names = b"".join(bytes.fromhex(x[-32:]) for x in reversed(ids)) if packed else " ".join(reversed(ids))
-                await r.hset(key, f"t:{ids[-1]}", names)
-            return await usage()
-
-        ours = await usage()
-        packed = await names_field(True)
-        full = await names_field(False)  # as text last: by_names reads it
-        peer_keys = []
-        for ids in chains:
-            for i, rid in enumerate(ids):
-                peer_keys.append(f"godex:response:{rid}")
-                await r.set(peer_keys[-1], peer_json(sized(rid, ids[i - 1] if i else None, i, 0)), px=86_400_000)
-        peers = sum([await r.memory_usage(key, samples=0) or 0 for key in peer_keys]) / (30 * depth)
-        ids, key = chains[0], keys[0]
-        fields = [f"d:{x}" for x in reversed(ids)]
-
-        async def by_names() -> None:
-            names = await r.hget(key, f"t:{ids[-1]}")
-            await r.hmget(key, [b"d:" + name for name in names.split()])
-
-        got = await best_server_us(r, {
-            "ours": lambda: store.resolve_chain(ids[-1], max_depth=5000),
-            "floor": lambda: r.hmget(key, fields),
-            "names": by_names,
-            "pointers": lambda: by_pointers(r, follow, key, ids[-1]),
-        }, 200 if depth < 64 else 50)
-        floor = got["floor"][2]
-        print(f"| 0.7 KB | {depth} | {median(got['ours'][2]):,.1f} | {median(floor):,.1f} | "
-              f"{cpu_ratio(got['ours'][2], floor):.2f}x | {cpu_ratio(got['names'][2], floor):.2f}x | "
-              f"{cpu_ratio(got['pointers'][2], floor):.2f}x | {ours:,.0f} | {full:,.0f} | {packed:,.0f} | {peers:,.0f} | "
-              f"{ours / peers:.2f}x | {full / peers:.2f}x | {packed / peers:.2f}x |")
-    await r.flushall()
-    print()
-
-
 async def inline_threshold(r: Redis, store: RedisResponseSessionStore) -> None:
     """Server time of the walk returning records itself against ids + HMGET, by chain bytes."""
     from redis_sessions.scripts import script
@@ -404,15 +343,17 @@ async def inline_threshold(r: Redis, store: RedisResponseSessionStore) -> None:
 
 
 async def memory(r: Redis) -> None:
-    print("### Memory per stored response: 200 conversations of 10 turns, MEMORY USAGE of every key\n")
+    print("### Memory per stored response: 200 conversations of 10 turns (30 of 64 in the last row, its ids "
+          "minted here keeping names lists), MEMORY USAGE of every key\n")
     print("| record | peers: one JSON string per response | full records (compact_records=False), ids minted here "
           "| ratio | full, ids minted elsewhere | ratio | compact records (the default), ids minted here | ratio "
           "| compact, minted elsewhere | ratio |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    n, turns = 2000, 10
     # Redis allocates in jemalloc's size classes (640, 768, ... bytes), so a saving shows
     # whole or not at all at one record size: the mixed row spreads the sizes evenly.
-    for size, label in ((0, "0.7 KB"), (20_000, "20 KB"), (-1, "0.3 to 3 KB, mixed")):
+    for size, label, turns in ((0, "0.7 KB", 10), (20_000, "20 KB", 10), (-1, "0.3 to 3 KB, mixed", 10),
+                               (0, "0.7 KB, 64 turns", 64)):
+        n = 2000 if turns == 10 else 30 * turns
         per: dict[str, float] = {}
         for mode in ("peer", "minted", "foreign", "minted compact", "foreign compact"):
             await r.flushall()
@@ -421,6 +362,8 @@ async def memory(r: Redis) -> None:
             for i in range(n):
                 if i % turns == 0:
                     parent = None
+                if parent is not None and i % turns == NAMES_MIN - 1 and mode != "peer":
+                    await store.resolve_chain(parent)  # as a gateway (see chain): where a names list starts
                 rid = await store.new_response_id(parent) if mode.startswith("minted") else f"resp_{i:048x}"
                 rec = sized(rid, parent, i, size if size >= 0 else 300 + (i * 7919) % 2700)
                 if mode == "peer":
@@ -753,7 +696,6 @@ async def main() -> None:
         CPU = await ServerCpu.of(r)
         store = RedisResponseSessionStore(r, key_prefix="bench", max_depth=5000)
         await resolve_costs(r, store)
-        await names_in_one_field(r, store)
         await inline_threshold(r, store)
         await depth_one(r, store, args.rounds)
         await turn_cost(r, store)

@@ -140,16 +140,25 @@ FAULTS = pytest.mark.parametrize("fault", list(ROUNDS))
 
 # -- response chains ------------------------------------------------------------------
 @FAULTS
-@pytest.mark.parametrize("minted", [True, False], ids=["minted", "foreign"])
-async def test_save_applies_once_and_never_answers_conflict_for_its_own_write(faulty: Faulty, fault: str, minted: bool) -> None:
-    tally = Tally(faulty.name, "save" if minted else "save (foreign ids)", fault)
+@pytest.mark.parametrize("ids", ["minted", "foreign", "names"])
+async def test_save_applies_once_and_never_answers_conflict_for_its_own_write(faulty: Faulty, fault: str, ids: str) -> None:
+    """``names``: a chain deep enough to keep a names list, each save after its resolve
+    (as a gateway saves): the list ends at the tip, naming every ancestor once."""
+    minted = ids != "foreign"
+    tally = Tally(faulty.name, {"minted": "save", "foreign": "save (foreign ids)", "names": "save (names list)"}[ids], fault)
     store = faulty.store()
     root = new_response_id() if minted else f"ext-{faulty.prefix}-root"
     await store.save(record(root))
     chain = [root]
+    for _ in range(NAMES_DEPTH if ids == "names" else 0):
+        await store.resolve_chain(chain[-1])
+        chain.append(new_response_id(chain[-1]))
+        await store.save(record(chain[-1], parent=chain[-2]))
+    thread_key = store.keys.thread(thread_tag(root))
     for i in range(ROUNDS[fault]):
         rid = new_response_id(chain[-1]) if minted else f"ext-{faulty.prefix}-{i}"
-        thread_key = store.keys.thread(thread_tag(root))
+        if ids == "names":
+            await store.resolve_chain(chain[-1])
         result = await under_fault(faulty, tally, thread_key, "chain_save",
                                    lambda: store.save(record(rid, parent=chain[-1]), expected_previous_response_id=chain[-1]))
         if not isinstance(result, SessionError):
@@ -161,6 +170,9 @@ async def test_save_applies_once_and_never_answers_conflict_for_its_own_write(fa
     assert got == chain
     for rid in chain:  # every saved response is readable by its own id
         assert (await store.get(rid)) is not None
+    if ids == "names":
+        lists = {k: v for k, v in (await store.client.hgetall(thread_key)).items() if k.startswith(b"n:")}
+        assert lists == {f"n:{chain[-1]}".encode(): b"".join(bytes.fromhex(r[-32:]) for r in chain[-2::-1])}
     await store.close()
     tally.check()
 
@@ -186,7 +198,11 @@ async def test_delete_answers_true_once_deleted_and_deletes_nothing_else(faulty:
     tally.check()
 
 
-READS = pytest.mark.parametrize("read", ["get", "root", "inline chain", "chain then HMGET"])
+READS = pytest.mark.parametrize("read", ["get", "root", "inline chain", "chain then HMGET", "names list",
+                                         "names list then HMGET"])
+NAMES_DEPTH = 16
+"""A chain this deep, built turn by turn (each save after a resolve), keeps a names list
+at its tip (redis_sessions/responses/names.py): the walk replies with it."""
 
 
 async def faulted_reads(faulty: Faulty, tally: Tally, read: str, retries: bool = True, rounds: int = 0) -> list[Any]:
@@ -198,16 +214,23 @@ async def faulted_reads(faulty: Faulty, tally: Tally, read: str, retries: bool =
     from redis.backoff import NoBackoff
 
     store = faulty.store() if retries else faulty.store(redis_kwargs={"retry": Retry(NoBackoff(), 0)})
-    size = 6000 if read == "chain then HMGET" else 0  # three of them pass the walk's 8 KB inline budget
+    # three of 6 KB pass the walk's 8 KB inline budget, and so do 16 of 0.7 KB
+    size = {"chain then HMGET": 6000, "names list": 700, "names list then HMGET": 700}.get(read, 0)
+    named = read.startswith("names list")
     root = new_response_id()
     chain = [root]
     await store.save(record(root, payload="x" * size))
-    for _ in range(2 if read in ("inline chain", "chain then HMGET") else 0):
+    for _ in range(2 if read in ("inline chain", "chain then HMGET") else NAMES_DEPTH - 1 if named else 0):
+        if named:
+            await store.resolve_chain(chain[-1])  # as a gateway: the save after it starts the list
         chain.append(new_response_id(chain[-1]))
         await store.save(record(chain[-1], parent=chain[-2], payload="x" * size))
     key = store.keys.thread(thread_tag(root))
+    if named:  # the walk answers with the tip's list, the records come by HMGET
+        assert await store.client.hexists(key, f"n:{chain[-1]}")
     match, script_name = {"get": (b"HGET", ""), "root": (b"HGET", ""), "inline chain": (None, "chain_walk"),
-                          "chain then HMGET": (b"HMGET", "")}[read]
+                          "chain then HMGET": (b"HMGET", ""), "names list": (None, "chain_walk"),
+                          "names list then HMGET": (b"HMGET", "")}[read]
     errors = []
     for _ in range(rounds or ROUNDS[tally.fault]):
         if read == "get":
