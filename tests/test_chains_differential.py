@@ -281,6 +281,24 @@ def test_the_programs_reach_every_outcome() -> None:
 BRANCH_IDS = [f"ext-b{i}" for i in range(8)]
 
 
+def assert_twins(program: list[dict[str, Any]], memory: Any, redis: Any) -> None:
+    """The twins' runs of ``program`` agree at every step and at the end."""
+    for i, ((mine, my_keys), (theirs, their_keys)) in enumerate(zip(memory[0], redis[0])):
+        assert mine == theirs, f"step {i} {program[i]}: the answer"
+        assert my_keys == their_keys, f"step {i} {program[i]}: keys, fields and expiry after it"
+    assert memory[1] == redis[1]
+
+
+def read_or_delete(draw: Any, kind: str, known: list[str]) -> dict[str, Any]:
+    """A get, a resolve of the whole chain, or a delete (re-sent or not) of a saved id."""
+    op: dict[str, Any] = {"op": kind, "id": draw(st.sampled_from(known))}
+    if kind == "resolve":
+        op.update(max_depth=None, include_incomplete=True)
+    if kind == "delete":
+        op["resend"] = draw(st.booleans())
+    return op
+
+
 @st.composite
 def branch_cases(draw: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """One conversation that keeps going while its branches age: children of any saved
@@ -306,12 +324,7 @@ def branch_cases(draw: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             program.append(save(rid, draw(st.sampled_from(known))))
             known.append(rid)
         else:
-            op: dict[str, Any] = {"op": kind, "id": draw(st.sampled_from(known))}
-            if kind == "resolve":
-                op.update(max_depth=None, include_incomplete=True)
-            if kind == "delete":
-                op["resend"] = draw(st.booleans())
-            program.append(op)
+            program.append(read_or_delete(draw, kind, known))
     return opts, program
 
 
@@ -321,10 +334,7 @@ def test_memory_and_lua_expire_the_same_branches(case: tuple[dict[str, Any], lis
     opts, program = case
     memory = asyncio.run(run_memory(opts, program))
     redis = asyncio.run(run_fakeredis(opts, program))
-    for i, ((mine, my_keys), (theirs, their_keys)) in enumerate(zip(memory[0], redis[0])):
-        assert mine == theirs, f"step {i} {program[i]}: the answer"
-        assert my_keys == their_keys, f"step {i} {program[i]}: keys, fields and expiry after it"
-    assert memory[1] == redis[1]
+    assert_twins(program, memory, redis)
 
 
 def test_the_branch_programs_reach_removal() -> None:
@@ -383,12 +393,7 @@ def names_cases(draw: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             program.append(save(rid, draw(st.sampled_from(known[-4:] + known[:1]))))
             known.append(rid)
         else:
-            op: dict[str, Any] = {"op": kind, "id": draw(st.sampled_from(known))}
-            if kind == "resolve":
-                op.update(max_depth=None, include_incomplete=True)
-            if kind == "delete":
-                op["resend"] = draw(st.booleans())
-            program.append(op)
+            program.append(read_or_delete(draw, kind, known))
     return opts, program
 
 
@@ -408,10 +413,7 @@ def test_memory_and_lua_keep_the_same_names_lists(case: tuple[dict[str, Any], li
     with shallow_names():
         memory = asyncio.run(run_memory(opts, program))
         redis = asyncio.run(run_fakeredis(opts, program))
-    for i, ((mine, my_keys), (theirs, their_keys)) in enumerate(zip(memory[0], redis[0])):
-        assert mine == theirs, f"step {i} {program[i]}: the answer"
-        assert my_keys == their_keys, f"step {i} {program[i]}: keys, fields and expiry after it"
-    assert memory[1] == redis[1]
+    assert_twins(program, memory, redis)
 
 
 def test_the_names_programs_make_carry_and_outlive_stale_lists() -> None:
