@@ -9,7 +9,9 @@ Ids minted by :func:`new_response_id` carry their conversation's *thread tag*,
 ``resp_<thread:16 hex>_<random:32 hex>``; every response of a conversation
 shares it, so its whole chain lives in one hash slot and the store finds it
 without a lookup. Ids minted elsewhere are found through a small locator key
-(see :mod:`redis_sessions.keys`).
+(see :mod:`redis_sessions.keys`). Two hints ride in the random part, each checked by
+whoever acts on it: a thread's root repeats the whole tag (:func:`roots_thread`), a
+response whose record will keep a names list its second half (:func:`marks_names`).
 """
 
 from __future__ import annotations
@@ -82,6 +84,23 @@ def thread_of(response_id: str) -> str | None:
 
 def mint_response_id(thread: str) -> str:
     return f"resp_{thread}_{secrets.token_hex(16)}"
+
+
+def mint_named_id(thread: str) -> str:
+    """An id for a response saved under a chain that keeps a names list
+    (:mod:`redis_sessions.responses.names`): ``resp_<thread>_<thread[8:]><24 hex>``. Its
+    random part repeats the second half of its thread tag, which tells
+    :func:`marks_names` that its record will keep the list, so a resolve of it reads the
+    list with a plain HMGET, no walk (96 random bits of its own, past the thread's tag;
+    a thread's root has 64)."""
+    return f"resp_{thread}_{thread[8:]}{secrets.token_hex(12)}"
+
+
+def marks_names(response_id: str, thread: str) -> bool:
+    """Whether ``response_id``, minted for ``thread``, was minted by :func:`mint_named_id`:
+    a hint only (any id's random part repeats the tag's half once in 2**32, and a list
+    moves on to the next save), so whoever acts on it falls back to the walk."""
+    return response_id[22:30] == thread[8:16]
 
 
 def mint_id(prefix: str) -> str:

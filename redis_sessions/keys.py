@@ -122,6 +122,11 @@ class KeySpace:
     def parent_field(response_id: str) -> str:
         return f"p:{response_id}"
 
+    @staticmethod
+    def names_field(response_id: str) -> str:
+        """The names list of a chain's tip (redis_sessions/responses/names.py)."""
+        return f"n:{response_id}"
+
     OPS_FIELD: ClassVar[str] = "ops"
     """The thread's operation ring: no colon, so never a d: or p: field."""
 

@@ -24,7 +24,9 @@ from chains import record, thread_tag
 from faultproxy import FaultProxy
 from faultservers import ClusterProxies
 from redis_sessions import ErrorCode, RedisResponseSessionStore, RedisSession, SessionError, new_response_id
+from redis_sessions.ids import marks_names
 from redis_sessions.items import CompactionSession
+from redis_sessions.responses.names import NAMES_MIN
 from redis_sessions.scripts import script
 
 pytestmark = pytest.mark.real
@@ -199,10 +201,11 @@ async def test_delete_answers_true_once_deleted_and_deletes_nothing_else(faulty:
 
 
 READS = pytest.mark.parametrize("read", ["get", "root", "inline chain", "chain then HMGET", "names list",
-                                         "names list then HMGET"])
+                                         "names list then HMGET", "marked list", "marked list then HMGET"])
 NAMES_DEPTH = 16
 """A chain this deep, built turn by turn (each save after a resolve), keeps a names list
-at its tip (redis_sessions/responses/names.py): the walk replies with it."""
+at its tip (redis_sessions/responses/names.py): the walk replies with it, or, where the
+store minted the tip's id as marked (ids.marks_names), a plain HMGET reads it."""
 
 
 async def faulted_reads(faulty: Faulty, tally: Tally, read: str, retries: bool = True, rounds: int = 0) -> list[Any]:
@@ -215,22 +218,27 @@ async def faulted_reads(faulty: Faulty, tally: Tally, read: str, retries: bool =
 
     store = faulty.store() if retries else faulty.store(redis_kwargs={"retry": Retry(NoBackoff(), 0)})
     # three of 6 KB pass the walk's 8 KB inline budget, and so do 16 of 0.7 KB
-    size = {"chain then HMGET": 6000, "names list": 700, "names list then HMGET": 700}.get(read, 0)
-    named = read.startswith("names list")
+    named = read.startswith(("names list", "marked list"))
+    size = 6000 if read == "chain then HMGET" else 700 if named else 0
     root = new_response_id()
     chain = [root]
     await store.save(record(root, payload="x" * size))
     for _ in range(2 if read in ("inline chain", "chain then HMGET") else NAMES_DEPTH - 1 if named else 0):
         if named:
             await store.resolve_chain(chain[-1])  # as a gateway: the save after it starts the list
-        chain.append(new_response_id(chain[-1]))
+        marked = read.startswith("marked") and len(chain) >= NAMES_MIN - 1
+        chain.append(await store.new_response_id(chain[-1]) if marked else new_response_id(chain[-1]))
         await store.save(record(chain[-1], parent=chain[-2], payload="x" * size))
     key = store.keys.thread(thread_tag(root))
+    assert marks_names(chain[-1], thread_tag(root)) == read.startswith("marked")
     if named:  # the walk answers with the tip's list, the records come by HMGET
         assert await store.client.hexists(key, f"n:{chain[-1]}")
     match, script_name = {"get": (b"HGET", ""), "root": (b"HGET", ""), "inline chain": (None, "chain_walk"),
                           "chain then HMGET": (b"HMGET", ""), "names list": (None, "chain_walk"),
-                          "names list then HMGET": (b"HMGET", "")}[read]
+                          "names list then HMGET": (b"HMGET", ""),
+                          # the first HMGET reads the list (n:<tip>), the second the records
+                          "marked list": (f"n:{chain[-1]}".encode(), ""),
+                          "marked list then HMGET": (f"d:{chain[-1]}".encode(), "")}[read]
     errors = []
     for _ in range(rounds or ROUNDS[tally.fault]):
         if read == "get":

@@ -9,6 +9,7 @@ import pytest
 
 from chains import calls_of, make_store, nodes_of, record, thread_tag
 from redis_sessions import SessionError
+from redis_sessions.ids import marks_names, mint_named_id, mint_response_id, mint_root_id, roots_thread, thread_of
 from redis_sessions.responses.names import NAMES_MIN, Memo, pack, unpack
 
 PAYLOAD = "x" * 700
@@ -111,23 +112,111 @@ async def test_chains_with_an_id_minted_elsewhere_keep_no_list(backend):
     assert [s.id for s in (await store.resolve_chain(rid)).sessions] == ids + ["ext-x", rid]
 
 
-async def test_a_chain_with_a_list_is_resolved_by_two_reads_in_two_trips(real_backend):
-    """64 records: the walk reads m, w and the tip's list in one HMGET and replies with the
-    list; the records come in one HMGET. No pointer read, no record sized."""
-    store = make_store(real_backend, max_depth=200)
-    ids = await turns(store, 64)
-    nodes = nodes_of(real_backend)
+async def reads_of(backend, store, rid: str) -> tuple[list[str], int, dict[str, int]]:
+    """A resolve of ``rid``: the chain's ids, the round trips, and the reads the servers ran."""
+    nodes = nodes_of(backend)
     try:
-        await store.resolve_chain(ids[-1])
         before = {name: await calls_of(nodes, name) for name in ("hstrlen", "hget", "hmget", "evalsha")}
         trips = store.round_trips
-        snap = await store.resolve_chain(ids[-1])
-        reads = {name: await calls_of(nodes, name) - n for name, n in before.items()}
-        assert [s.id for s in snap.sessions] == ids and store.round_trips - trips == 2
-        assert reads == {"hstrlen": 0, "hget": 0, "hmget": 2, "evalsha": 1}
+        snap = await store.resolve_chain(rid)
+        return ([s.id for s in snap.sessions], store.round_trips - trips,
+                {name: await calls_of(nodes, name) - n for name, n in before.items()})
     finally:
         for node in nodes:
             await node.aclose()
+
+
+async def test_a_tip_minted_under_a_deep_chain_is_resolved_by_two_hmgets_and_no_script(real_backend):
+    """64 records: the tip's id, minted by the worker that had just resolved its parent,
+    says it keeps a list (ids.marks_names): a plain HMGET reads m, w and the list, and one
+    more the records. No script, no pointer read, no record sized."""
+    store = make_store(real_backend, max_depth=200)
+    ids = await turns(store, 64)
+    assert [marks_names(rid, thread_tag(rid)) for rid in ids] == [False] * (NAMES_MIN - 1) + [True] * (
+        64 - NAMES_MIN + 1)
+    got, trips, reads = await reads_of(real_backend, make_store(real_backend, max_depth=200), ids[-1])
+    assert got == ids and trips == 2 and reads == {"hstrlen": 0, "hget": 0, "hmget": 2, "evalsha": 0}
+
+
+async def test_an_unmarked_tip_gets_its_list_from_the_walk(real_backend):
+    """A tip saved by a worker that had not resolved the chain keeps the list it carried
+    on, but its id does not say so: the walk reads m, w and the list (its one HMGET) and
+    replies with it; the records come in a second trip."""
+    store = make_store(real_backend, max_depth=200)
+    ids = await turns(store, 63)
+    other = make_store(real_backend, max_depth=200)
+    rid = await other.new_response_id(ids[-1])
+    await other.save(record(rid, ids[-1], "unmarked", payload=PAYLOAD))
+    assert not marks_names(rid, thread_tag(rid))
+    got, trips, reads = await reads_of(real_backend, other, rid)
+    assert got == ids + [rid] and trips == 2 and reads == {"hstrlen": 0, "hget": 0, "hmget": 2, "evalsha": 1}
+
+
+async def test_a_marked_id_whose_list_moved_on_is_walked_one_trip_later(real_backend):
+    """A regeneration of turn 40: its id's list moved on to turn 41 when that was saved.
+    The plain HMGET finds none, and the walk follows (by the pointers: 41 records of 0.8 KB
+    pass the inline budget, so their ids, then the records)."""
+    store = make_store(real_backend, max_depth=200)
+    ids = await turns(store, 64)
+    assert marks_names(ids[40], thread_tag(ids[40]))
+    got, trips, reads = await reads_of(real_backend, store, ids[40])
+    assert got == ids[:41] and trips == 3 and reads["evalsha"] == 1
+
+
+async def test_a_mark_without_a_list_costs_a_walk_never_a_wrong_chain(backend):
+    """A mark is a hint: an id minted as marked (or marked by chance, once in 2**32) over
+    a chain that keeps no list resolves as its pointers say, as do shallow and root ones."""
+    store = make_store(backend, max_depth=200)
+    ids = await turns(store, 3)
+    rid = mint_named_id(thread_tag(ids[0]))
+    await store.save(record(rid, ids[-1], "marked, no list", payload=PAYLOAD))
+    assert marks_names(rid, thread_tag(rid)) and lists(await fields_of(backend, store, ids[0])) == {}
+    assert [s.id for s in (await store.resolve_chain(rid)).sessions] == ids + [rid]
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(mint_named_id(thread_tag(ids[0])))  # no record at all
+    assert err.value.code.value == "session.chain.not_found"
+
+
+async def test_a_sliding_read_of_a_marked_tip_goes_by_the_walk_which_slides(real_backend):
+    """Only the walk gives the records their TTL again: a store with sliding_ttl does not
+    take the plain HMGET, marked or not."""
+    store = make_store(real_backend, max_depth=200, sliding_ttl=True, ttl_seconds=600)
+    ids = await turns(store, 20)
+    key = store.keys.thread(thread_tag(ids[0]))
+    client = real_backend.client
+    await client.pexpire(key, 60_000)
+    got, trips, reads = await reads_of(real_backend, store, ids[-1])
+    assert got == ids and reads["evalsha"] == 1 and await client.pttl(key) > 60_000
+
+
+@pytest.mark.parametrize("edit", ["stale_m", "wrong_type"])
+async def test_a_marked_read_that_cannot_use_the_list_answers_as_the_walk_does(redis_backend, edit):
+    """m no longer current (another write's stamp in w): the list is not taken without
+    the records' size, the walk goes on. A key of another type: the walk's own error."""
+    store = make_store(redis_backend, max_depth=200)
+    ids = await turns(store, 20)
+    assert marks_names(ids[-1], thread_tag(ids[-1]))
+    key = store.keys.thread(thread_tag(ids[0]))
+    client = redis_backend.client
+    if edit == "stale_m":
+        await client.hset(key, "w", b"1")
+        assert [s.id for s in (await store.resolve_chain(ids[-1])).sessions] == ids
+        return
+    await client.delete(key)
+    await client.set(key, b"not a hash")
+    for rid in (ids[-1], ids[5]):  # marked, and not
+        with pytest.raises(SessionError) as err:
+            await store.resolve_chain(rid)
+        assert err.value.code.value == "session.record.corrupt" and "holds a Redis string" in err.value.message
+
+
+def test_a_marked_id_is_an_id_minted_for_its_thread():
+    thread = "0123456789abcdef"
+    rid = mint_named_id(thread)
+    assert thread_of(rid) == thread and marks_names(rid, thread) and not roots_thread(rid, thread)
+    assert pack([rid], thread) is not None and len({mint_named_id(thread) for _ in range(100)}) == 100
+    assert not marks_names(mint_response_id(thread).replace(thread[8:], "f" * 8, 0), thread)
+    assert not marks_names(mint_root_id(), thread)
 
 
 async def test_a_list_left_stale_by_an_overwrite_costs_a_walk_never_a_wrong_chain(backend):

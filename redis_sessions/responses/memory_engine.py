@@ -266,8 +266,8 @@ class MemoryChainEngine:
         return entry is not None and f"d:{response_id}" in entry.fields
 
     async def walk(self, thread: str, start: str, limit: int, slide_ms: int,
-                   jumps: bool = True) -> tuple[str, str, Sequence[object], Sequence[str] | None]:
-        """One step, by the pointers: the jump lists only save Redis calls."""
+                   jumps: bool = True, *, named: bool = False) -> tuple[str, str, Sequence[object], Sequence[str] | None]:
+        """One step, by the pointers: the jump and names lists only save Redis calls."""
         self.round_trips += 1
         entry = self._live_thread(thread)
         if entry is None:

@@ -13,6 +13,11 @@ Kept without a walk on the server: a worker's save under the chain it has just r
 (what a gateway does every turn) hands the save the names it read (the store's memo); a
 save under a record that keeps a list carries that one on. Either way the parent's list
 is dropped, so a branch keeps one list, at its tip: 16 bytes per record of the chain.
+
+Read without a walk where the id says so: the store mints the id of a response saved
+under a chain it has just resolved with :func:`..ids.mint_named_id`, and a resolve of
+such an id (:func:`..ids.marks_names`) reads ``m``, ``w`` and the list with a plain HMGET
+(redis_engine.py), the walk following only where no list is there.
 """
 
 from __future__ import annotations

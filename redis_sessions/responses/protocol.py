@@ -155,10 +155,12 @@ class ChainEngine(Protocol):
         """Whether the thread holds the record (no TTL change)."""
 
     async def walk(self, thread: str, start: str, limit: int, slide_ms: int,
-                   jumps: bool = True) -> tuple[str, str, Sequence[object], Sequence[str] | None]:
+                   jumps: bool = True, *, named: bool = False) -> tuple[str, str, Sequence[object], Sequence[str] | None]:
         """The chain from ``start``, newest first: status, detail, the records, and their
         ids when the records were read apart from the walk (None: read with it, in one step).
-        ``jumps``: may follow big records' jump lists (False: the parent pointers only)."""
+        ``jumps``: may follow big records' jump lists (False: the parent pointers only).
+        ``named``: ``start``'s id says it keeps a names list (:func:`..ids.marks_names`),
+        which may be read before any walk (with ``jumps``, and no sliding)."""
 
     async def delete(self, thread: str, response_id: str, token: str, ttl_ms: int = 0, keep_books: bool = False) -> bool:
         """Remove one record; a call whose ``token`` already ran answers as it did then.

@@ -11,6 +11,7 @@ import functools
 from typing import Any, Awaitable, Callable, Sequence
 
 from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import ResponseError
 
 from ..errors import ErrorCode, SessionError
 from ..keys import KeySpace
@@ -109,6 +110,15 @@ def _walked(reply: Sequence[object]) -> list[str]:
         else:
             walked.append(text)
     return walked
+
+
+def _largest_told(m: object, w: object) -> int | None:
+    """What lua/chain_jumps.lua's largest_told reads from a thread's m and w fields: the
+    largest record's size, while m's stamp is the thread's last-write stamp; else None."""
+    if not isinstance(m, bytes) or not isinstance(w, bytes):
+        return None
+    size, _, stamp = m.partition(b" ")
+    return int(size) if stamp == w and size.isdigit() else None
 
 
 def _wrong_type(key: str, kind: str) -> SessionError:
@@ -235,7 +245,7 @@ class RedisChainEngine:
             return bool(await self.link.client.hexists(key, self.keys.data_field(response_id)))
 
     async def walk(self, thread: str, start: str, limit: int, slide_ms: int,
-                   jumps: bool = True) -> tuple[str, str, Sequence[object], Sequence[str] | None]:
+                   jumps: bool = True, *, named: bool = False) -> tuple[str, str, Sequence[object], Sequence[str] | None]:
         """The chain from ``start``: pointers walked by lua/chain_walk.lua, at most
         WALK_STEPS reads per call; records returned by the walk itself when the whole chain
         is at most INLINE_BYTES (one round trip; each record counted as the thread's largest,
@@ -247,8 +257,27 @@ class RedisChainEngine:
         ``jumps``: follow big records' jump lists (lua/chain_lib.lua), and take a deep
         record's names list (:mod:`.names`) for the whole chain. A walk that followed one
         and did not end well (missing, cycle, too deep, a record gone) is walked again by
-        its pointers only, so that a stale list never makes an error of a good chain."""
+        its pointers only, so that a stale list never makes an error of a good chain.
+
+        ``named`` (an id that says its record keeps a names list, and no sliding): the list
+        is read first with a plain HMGET of ``m``, ``w`` and ``n:<start>``, no script; where
+        it is not there (the list moved on to a child, or the mark was chance), the walk
+        follows, one round trip later."""
         key = self.keys.thread(thread)
+        if named and jumps and slide_ms <= 0:
+            self.round_trips += 1
+            try:
+                m, w, raw = await self.link.client.hmget(key, self.keys.LARGEST_FIELD, self.keys.LAST_WRITE_FIELD,
+                                                         self.keys.names_field(start))
+            except ResponseError as exc:
+                if not str(exc).startswith("WRONGTYPE"):
+                    raise translated(exc, f"thread {key!r}") from None
+                m = w = raw = None  # the walk tells the key's type
+            except Exception as exc:
+                raise translated(exc, f"thread {key!r}") from None
+            size = _largest_told(m, w)
+            if isinstance(raw, bytes) and size is not None and len(raw) // 16 + 1 <= limit:
+                return await self._by_names(thread, start, limit, slide_ms, raw, size)
         entries: list[str] = []
         seen: set[str] = set()
         cur, left, jumped = start, limit, False
@@ -265,13 +294,8 @@ class RedisChainEngine:
             status, detail = as_text(result[0]), as_text(result[1])
             if result[2] == b"r":
                 return (*_inline(status, detail, result[4:]), None)
-            if result[2] == b"n":
-                # The start's names list (names.py): its records are read and checked below.
-                ancestors = names.unpack(result[4], thread)
-                if ancestors is None:  # not whole names: only a hand edit makes that
-                    return await self.walk(thread, start, limit, slide_ms, jumps=False)
-                entries, jumped, largest = [start, *ancestors], True, int(as_text(result[3])[1:])
-                break
+            if result[2] == b"n":  # the start's names list (names.py)
+                return await self._by_names(thread, start, limit, slide_ms, result[4], int(as_text(result[3])[1:]))
             jumped = jumped or result[2] == b"j"
             told = as_text(result[3])
             if told:
@@ -299,6 +323,20 @@ class RedisChainEngine:
                     return await self.walk(thread, start, limit, slide_ms, jumps=False)
                 return "missing", entries[i], records[:i], entries[:i]
         return status, detail, records, entries
+
+    async def _by_names(self, thread: str, start: str, limit: int, slide_ms: int, raw: bytes,
+                        largest: int) -> tuple[str, str, Sequence[object], Sequence[str] | None]:
+        """The chain that ``start``'s names list ``raw`` names, its records read (each at
+        most ``largest``, the thread's m) for the store to check that they link up; by the
+        pointers when the list is not whole names (only a hand edit makes that) or names a
+        record that is not there."""
+        ancestors = names.unpack(raw, thread)
+        if ancestors is not None:
+            entries = [start, *ancestors]
+            records = await self._read(self.keys.thread(thread), entries, largest)
+            if all(record is not None for record in records):
+                return "ok", "", records, entries
+        return await self.walk(thread, start, limit, slide_ms, jumps=False)
 
     async def _read(self, key: str, ids: list[str], record_bytes: int) -> list[object]:
         """The records of ``ids`` (newest first), each at most ``record_bytes``, by

@@ -32,7 +32,7 @@ from .. import validate
 from ..clock import Clock, system_clock
 from ..codec import COMPACT, ID_LEFT_OUT, RESPONSE_ID_LEFT_OUT, decode_session, encode
 from ..errors import ErrorCode, SessionError
-from ..ids import mint_id, mint_response_id, mint_root_id, roots_thread, thread_of, validate_id
+from ..ids import marks_names, mint_id, mint_named_id, mint_response_id, mint_root_id, roots_thread, thread_of, validate_id
 from ..keys import DEFAULT_PREFIX, KeySpace
 from ..models import (
     ResponseSessionSnapshot,
@@ -258,6 +258,10 @@ class ChainStore:
         thread = await self._thread(previous_response_id)
         if thread is None:
             raise SessionError(ErrorCode.CHAIN_NOT_FOUND, f"previous_response_id {previous_response_id!r} was not found")
+        if self._memo.above(previous_response_id):
+            # This store just resolved the parent's deep chain: the save under it will keep
+            # a names list, and the id says so, for a resolve of it to read that list first.
+            return mint_named_id(thread)
         return mint_response_id(thread)
 
     # -- reads --------------------------------------------------------------
@@ -298,6 +302,10 @@ class ChainStore:
             return ResponseSessionSnapshot(previous_response_id=None, sessions=[], input_items=[])
         thread = _minted_thread(previous_response_id, "previous_response_id")
         starts_thread = thread is not None and roots_thread(previous_response_id, thread)
+        # An id minted under a deep chain (ids.mint_named_id): its names list read first,
+        # with a plain HMGET; a sliding read goes by the walk, which slides the TTLs.
+        named = thread is not None and not starts_thread and not self._slide_ms and marks_names(
+            previous_response_id, thread)
         depth = self.max_depth if max_depth is None else validate.integer(
             max_depth, "max_depth", minimum=0, maximum=MAX_DEPTH_LIMIT)
         if include_incomplete is not False:  # the default needs no check (nor a call)
@@ -328,7 +336,8 @@ class ChainStore:
             # stale by an overwrite elsewhere in the thread costs one more walk, never a
             # wrong chain.
             status, detail, records, ids = await self.engine.walk(
-                thread, previous_response_id, depth or 1, slide_ms if depth else 0, attempt == 1)
+                thread, previous_response_id, depth or 1, slide_ms if depth else 0, attempt == 1,
+                named=named and attempt == 1 and depth > 0)
             if depth == 0 and records:
                 status, detail = "depth", previous_response_id
             check_walk(status, detail, previous_response_id, depth)
