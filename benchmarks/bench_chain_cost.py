@@ -221,14 +221,14 @@ async def stored_bytes(r: Redis, key: str, fields: list[str]) -> int:
 async def chain(store: RedisResponseSessionStore, depth: int, size: int) -> list[str]:
     """A chain ``depth`` deep, built as a gateway builds one: a turn's save follows the
     resolve of its parent on the same worker, which hands the save the names it read
-    (redis_sessions/responses/names.py), and mints its id as one that keeps a list
-    (ids.marks_names). Only the turn where a names list starts and the tip are resolved
-    here: the saves between carry the list on from their parent's, to the same fields, and
-    the tip's id is marked, as every turn's is on a gateway."""
+    (redis_sessions/responses/names.py), and mints its id as one that keeps a list where
+    the chain will not come back inline (ids.marks_names). Only the turn where a deep
+    chain's list starts and the tip are resolved here: the saves between carry the list on
+    from their parent's, to the same fields, and the tip's id is what a gateway's is."""
     ids: list[str] = []
     parent = None
     for i in range(depth):
-        if parent is not None and i >= NAMES_MIN - 1 and i in (NAMES_MIN - 1, depth - 1):
+        if parent is not None and i in (NAMES_MIN - 1, depth - 1):
             await store.resolve_chain(parent, max_depth=5000)
         rid = await store.new_response_id(parent)
         await store.save(sized(rid, parent, i, size))

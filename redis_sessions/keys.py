@@ -10,9 +10,10 @@ With the default prefix ``rs``::
                                        j:<response id> -> a record of 4 KB or more: its
                                               nearest ancestors' ids, one per KB of it, 16 at
                                               most, a hint the walk follows (responses/jumps.py)
-                                       n:<response id> -> the tip of a chain 13 or more deep:
-                                              its ancestors' ids, 16 bytes each, a hint the
-                                              walk hands the reader (responses/names.py)
+                                       n:<response id> -> the tip of a chain 13 or more deep,
+                                              or of records past the inline budget: its
+                                              ancestors' ids, 16 bytes each, a hint the
+                                              reader checks (responses/names.py)
                                        ops -> the ring of the thread's last 16 writes: per write,
                                               its operation token (16 hex) and what it did (S
                                               saved, D deleted, N found nothing), newest first,

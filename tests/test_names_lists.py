@@ -12,9 +12,9 @@ from redis_sessions import SessionError
 from redis_sessions.ids import marks_names, mint_named_id, mint_response_id, mint_root_id, roots_thread, thread_of
 from redis_sessions.responses.names import NAMES_MIN, Memo, pack, unpack
 
-PAYLOAD = "x" * 700
-"""Records of about 0.8 KB: NAMES_MIN of them pass the walk's inline budget, so a list,
-where there is one, is what the walk answers."""
+PAYLOAD = "x" * 400
+"""Records of about 0.65 KB: NAMES_MIN of them pass the walk's inline budget, one fewer
+does not, so chains keep lists from NAMES_MIN deep, and a list is what a resolve reads."""
 
 
 async def turns(store, n: int, parent: str | None = None, payload: str = PAYLOAD) -> list[str]:
@@ -65,6 +65,8 @@ def test_the_memo_keeps_the_latest_chains_only():
     memo.remember("a", b"3")  # a again: the newest
     memo.remember("c", b"4")
     assert (memo.above("a"), memo.above("b"), memo.above("c")) == (b"3", b"", b"4")
+    memo.remember("c", b"5", marked=True)
+    assert (memo.marks("a"), memo.marks("b"), memo.marks("c"), memo.above("c")) == (False, False, True, b"5")
 
 
 async def test_a_deep_chain_keeps_one_list_at_its_tip_naming_every_ancestor(backend):
@@ -136,6 +138,33 @@ async def test_a_tip_minted_under_a_deep_chain_is_resolved_by_two_hmgets_and_no_
         64 - NAMES_MIN + 1)
     got, trips, reads = await reads_of(real_backend, make_store(real_backend, max_depth=200), ids[-1])
     assert got == ids and trips == 2 and reads == {"hstrlen": 0, "hget": 0, "hmget": 2, "evalsha": 0}
+
+
+async def test_a_chain_of_big_records_keeps_a_list_from_its_third_record(backend):
+    """Records of 5 KB do not come back inline past one: a reader needs a second round
+    trip at any depth, so the chain keeps a list (the root and its first child have no
+    ancestors to remember: the resolve of a two-record chain starts one) and the tips are
+    marked, read by two HMGETs."""
+    store = make_store(backend, max_depth=200)
+    ids = await turns(store, 5, payload="y" * 5000)
+    assert [marks_names(rid, thread_tag(rid)) for rid in ids] == [False, False, True, True, True]
+    assert lists(await fields_of(backend, store, ids[0])) == {ids[-1]: packed(ids[-2::-1])}
+    assert [s.id for s in (await store.resolve_chain(ids[-1])).sessions] == ids
+    if backend.client is not None and backend.name != "fakeredis":
+        got, trips, reads = await reads_of(backend, store, ids[-1])
+        assert got == ids and trips == 2 and reads == {"hstrlen": 0, "hget": 0, "hmget": 2, "evalsha": 0}
+
+
+async def test_a_deep_chain_of_tiny_records_keeps_a_list_but_comes_back_inline(real_backend):
+    """Fifteen records of 0.2 KB fit in the walk's reply: the tip keeps its list (the walk
+    would hand it over once the chain outgrows the budget) but is not marked, and its
+    resolve is the walk's one round trip, the records inline."""
+    store = make_store(real_backend, max_depth=200)
+    ids = await turns(store, 15, payload="")
+    assert not any(marks_names(rid, thread_tag(rid)) for rid in ids)
+    assert set(lists(await fields_of(real_backend, store, ids[0]))) == {ids[-1]}
+    got, trips, reads = await reads_of(real_backend, store, ids[-1])
+    assert got == ids and trips == 1 and reads["evalsha"] == 1
 
 
 async def test_an_unmarked_tip_gets_its_list_from_the_walk(real_backend):

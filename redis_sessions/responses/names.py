@@ -1,8 +1,10 @@
 """Names lists: a deep record's ancestors in one field, so that a reader needs no walk.
 
-A record whose chain is at least NAMES_MIN deep keeps, in ``n:<id>``, the ids of its
-ancestors, parent first, down to the root, each packed to the 16 bytes of its random
-part (ids minted for the thread, ``resp_<thread>_<32 hex>``, differ only there). The
+A record whose chain is at least NAMES_MIN deep, or whose records would not come back
+inside the walk's reply (the chain counted at its largest record passes the walk's
+inline budget: a reader needs a second round trip anyway, and the list costs such
+records less than 1% more memory), keeps, in ``n:<id>``, the ids of its ancestors,
+parent first, down to the root, each packed to the 16 bytes of its random part (ids minted for the thread, ``resp_<thread>_<32 hex>``, differ only there). The
 Redis walk (lua/chain_walk.lua) answers a start that keeps one with the list itself, and
 the reader reads the records with HMGET: for 64 records of 0.7 KB the walk's 64 pointer
 reads were most of a resolve's Redis time. A list is a hint the reader checks, as a jump
@@ -25,9 +27,9 @@ from __future__ import annotations
 from collections import OrderedDict
 
 NAMES_MIN = 13
-"""Chains at least this deep (the record and its ancestors) keep a list: shallower ones
-come back from the walk in one round trip anyway while their records are small (13 of
-0.6 KB pass the 8 KB inline budget), and conversations of a few turns cost no memory more."""
+"""Chains at least this deep (the record and its ancestors) keep a list whatever their
+records' size; shallower ones only where their records pass the inline budget (13 of
+0.65 KB do), so conversations of a few small turns cost no memory more."""
 MEMO_ENTRIES = 128
 """Chains a store remembers having resolved, for the saves that follow them: a worker's
 requests in flight at once, and more."""
@@ -62,19 +64,25 @@ def unpack(raw: bytes, thread: str) -> list[str] | None:
 
 class Memo:
     """The chains this store resolved last, by their newest id: the packed names of each
-    one's ancestors, what a save under that id sends (lua/chain_save.lua's ARGV[13]).
-    Bounded by MEMO_ENTRIES and MEMO_BYTES, the oldest forgotten first."""
+    one's ancestors, what a save under that id sends (lua/chain_save.lua's ARGV[13]), and
+    whether the chain that save makes is read by its list (``marked``: its records would
+    not come back inline, so the id is minted marked, ids.mint_named_id). Bounded by
+    MEMO_ENTRIES and MEMO_BYTES, the oldest forgotten first."""
 
     def __init__(self, entries: int = MEMO_ENTRIES, size: int = MEMO_BYTES) -> None:
         self.entries, self.size, self.held = entries, size, 0
-        self._chains: OrderedDict[str, bytes] = OrderedDict()
+        self._chains: OrderedDict[str, tuple[bytes, bool]] = OrderedDict()
 
-    def remember(self, start: str, ancestors: bytes) -> None:
+    def remember(self, start: str, ancestors: bytes, marked: bool = False) -> None:
         chains = self._chains
-        self.held += len(ancestors) - len(chains.pop(start, b""))
-        chains[start] = ancestors
+        self.held += len(ancestors) - len(chains.pop(start, (b"", False))[0])
+        chains[start] = (ancestors, marked)
         while len(chains) > self.entries or self.held > self.size:
-            self.held -= len(chains.popitem(last=False)[1])
+            self.held -= len(chains.popitem(last=False)[1][0])
 
     def above(self, parent: str) -> bytes:
-        return self._chains.get(parent, b"")
+        return self._chains.get(parent, (b"", False))[0]
+
+    def marks(self, parent: str) -> bool:
+        """Whether a response saved under ``parent`` is minted marked."""
+        return self._chains.get(parent, (b"", False))[1]

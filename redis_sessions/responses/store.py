@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from typing import Any, Awaitable, Iterable, Mapping, TypeVar
+from typing import Any, Awaitable, Iterable, Mapping, Sequence, TypeVar
 
 import msgspec
 
@@ -46,7 +46,7 @@ from .chain import build_snapshot, check_walk, decode_chain, linked, request_inp
 from . import names
 from .memory_engine import MemoryChainEngine
 from .protocol import DEFAULT_MAX_RECORD_BYTES, UNSET, ChainEngine, SaveRequest, _Unset, new_token
-from .redis_engine import RedisChainEngine
+from .redis_engine import INLINE_BYTES, RedisChainEngine
 
 DEFAULT_TTL_SECONDS = 30 * 24 * 3600  # the Responses API keeps stored responses for 30 days
 DEFAULT_MAX_DEPTH = 64
@@ -258,9 +258,9 @@ class ChainStore:
         thread = await self._thread(previous_response_id)
         if thread is None:
             raise SessionError(ErrorCode.CHAIN_NOT_FOUND, f"previous_response_id {previous_response_id!r} was not found")
-        if self._memo.above(previous_response_id):
-            # This store just resolved the parent's deep chain: the save under it will keep
-            # a names list, and the id says so, for a resolve of it to read that list first.
+        if self._memo.marks(previous_response_id):
+            # This store just resolved the parent's chain: the save under it will keep a
+            # names list that a resolve reads (no inline reply), and the id says so.
             return mint_named_id(thread)
         return mint_response_id(thread)
 
@@ -345,8 +345,8 @@ class ChainStore:
             # A long chain is walked, then read: a record overwritten in between (another
             # parent) shows here, and the chain is read again rather than returned mixed.
             if linked(sessions, previous_response_id):
-                if len(sessions) >= names.NAMES_MIN - 1:  # a save under it makes a chain that deep
-                    self._remember(previous_response_id, thread, sessions)
+                if len(sessions) > 1:
+                    self._remember(previous_response_id, thread, sessions, records)
                 break
             if attempt == READ_ATTEMPTS:
                 raise SessionError(ErrorCode.BACKEND_UNAVAILABLE,
@@ -358,12 +358,19 @@ class ChainStore:
             replay_instructions=self.replay_instructions,
         )
 
-    def _remember(self, start: str, thread: str, sessions: list[StoredResponseSession]) -> None:
+    def _remember(self, start: str, thread: str, sessions: list[StoredResponseSession],
+                  records: Sequence[Any]) -> None:
         """The names of ``start``'s ancestors (``sessions``, oldest first, end at it), for a
-        save under it: none when one was minted for another thread, or elsewhere."""
+        save under it, where the chain that save makes keeps a list (:mod:`.names`): 13 or
+        more deep, or records that would not come back inline, then read by the list
+        (marked). None when an id was minted for another thread, or elsewhere."""
+        deep = len(sessions) + 1
+        inline = deep * max(map(len, records)) <= INLINE_BYTES
+        if inline and deep < names.NAMES_MIN:
+            return
         packed = names.pack([session.id for session in reversed(sessions[:-1])], thread)
         if packed is not None:
-            self._memo.remember(start, packed)
+            self._memo.remember(start, packed, marked=not inline)
 
     def _names(self, parent: str | None, thread: str) -> tuple[bytes, bytes]:
         """What a save under ``parent`` sends for its names list: the parent packed (b"":
