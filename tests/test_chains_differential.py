@@ -362,7 +362,10 @@ def test_the_branch_programs_reach_removal() -> None:
 
 # -- names lists (redis_sessions/responses/names.py): the twins keep the same lists -------
 NAMED_THREAD = "00112233445566aa"
-NAMED_IDS = [f"resp_{NAMED_THREAD}_{i:032x}" for i in range(10)]
+NAMED_IDS = [f"resp_{NAMED_THREAD}_{NAMED_THREAD[8:] if i and not i % 2 else '0' * 8}{i:024x}" for i in range(10)]
+"""Every other one after the first marked as keeping a list (ids.marks_names): the Redis
+engine reads those by a plain HMGET first, whatever the list's state, the memory twin by
+the walk."""
 NAMES_MIN = 3
 """Lists from chains this deep (13 in use), so short programs make, carry on, drop and
 leave stale many lists; records of up to 3 KB, so that the walk's reply is the list."""
