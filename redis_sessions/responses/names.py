@@ -4,12 +4,13 @@ A record whose chain is at least NAMES_MIN deep, or whose records would not come
 inside the walk's reply (the chain counted at its largest record passes the walk's
 inline budget: a reader needs a second round trip anyway, and the list costs such
 records less than 1% more memory), keeps, in ``n:<id>``, the ids of its ancestors,
-parent first, down to the root, each packed to the 16 bytes of its random part (ids minted for the thread, ``resp_<thread>_<32 hex>``, differ only there). The
-Redis walk (lua/chain_walk.lua) answers a start that keeps one with the list itself, and
-the reader reads the records with HMGET: for 64 records of 0.7 KB the walk's 64 pointer
-reads were most of a resolve's Redis time. A list is a hint the reader checks, as a jump
-list is: every record names its parent, a chain that does not link up is walked again
-by its pointers.
+parent first, down to the root, each packed to the 16 bytes of its random part (ids
+minted for the thread, ``resp_<thread>_<32 hex>``, differ only there). The Redis walk
+(lua/chain_walk.lua) answers a start that keeps one with the list itself, and the reader
+reads the records with HMGET: for 64 records of 0.7 KB the walk's 64 pointer reads were
+most of a resolve's Redis time. A list is a hint the reader checks, as a jump list is:
+every record names its parent, a chain that does not link up is walked again by its
+pointers.
 
 Kept without a walk on the server: a worker's save under the chain it has just resolved
 (what a gateway does every turn) hands the save the names it read (the store's memo); a
@@ -30,9 +31,11 @@ NAMES_MIN = 13
 """Chains at least this deep (the record and its ancestors) keep a list whatever their
 records' size; shallower ones only where their records pass the inline budget (13 of
 0.65 KB do), so conversations of a few small turns cost no memory more."""
-MEMO_ENTRIES = 128
+MEMO_ENTRIES = 1024
 """Chains a store remembers having resolved, for the saves that follow them: a worker's
-requests in flight at once, and more."""
+requests in flight at once, and more. One forgotten before its save costs that save
+its list where the parent keeps none (the first list of a chain), and a resolve of the
+id it marked one wasted HMGET: so room for a busy worker's streams, bounded by bytes too."""
 MEMO_BYTES = 4 << 20
 """And at most this many bytes of names (a chain of 1,000 is 16 KB)."""
 _PREFIX_LEN = len("resp_") + 16 + 1

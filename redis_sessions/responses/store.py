@@ -302,7 +302,7 @@ class ChainStore:
             return ResponseSessionSnapshot(previous_response_id=None, sessions=[], input_items=[])
         thread = _minted_thread(previous_response_id, "previous_response_id")
         starts_thread = thread is not None and roots_thread(previous_response_id, thread)
-        # An id minted under a deep chain (ids.mint_named_id): its names list read first,
+        # An id minted under a chain read by its list (ids.mint_named_id): the list read first,
         # with a plain HMGET; a sliding read goes by the walk, which slides the TTLs.
         named = thread is not None and not starts_thread and not self._slide_ms and marks_names(
             previous_response_id, thread)
