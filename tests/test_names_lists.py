@@ -9,7 +9,7 @@ import pytest
 
 from chains import calls_of, make_store, nodes_of, record, thread_tag
 from redis_sessions import SessionError
-from redis_sessions.ids import marks_names, mint_named_id, mint_response_id, mint_root_id, roots_thread, thread_of
+from redis_sessions.ids import marks_names, mint_named_id, mint_root_id, roots_thread, thread_of
 from redis_sessions.responses.names import NAMES_MIN, Memo, pack, unpack
 
 PAYLOAD = "x" * 400
@@ -244,7 +244,10 @@ def test_a_marked_id_is_an_id_minted_for_its_thread():
     rid = mint_named_id(thread)
     assert thread_of(rid) == thread and marks_names(rid, thread) and not roots_thread(rid, thread)
     assert pack([rid], thread) is not None and len({mint_named_id(thread) for _ in range(100)}) == 100
-    assert not marks_names(mint_response_id(thread).replace(thread[8:], "f" * 8, 0), thread)
+    # the mark is the tag's second half where the random part starts, nothing else
+    assert marks_names(f"resp_{thread}_{thread[8:]}{'0' * 24}", thread)
+    assert not marks_names(f"resp_{thread}_{'0' * 24}{thread[8:]}", thread)
+    assert not marks_names(f"resp_{thread}_{thread}{'0' * 16}", thread)  # a root of the thread
     assert not marks_names(mint_root_id(), thread)
 
 
