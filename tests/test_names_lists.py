@@ -183,7 +183,7 @@ async def test_an_unmarked_tip_gets_its_list_from_the_walk(real_backend):
 
 async def test_a_marked_id_whose_list_moved_on_is_walked_one_trip_later(real_backend):
     """A regeneration of turn 40: its id's list moved on to turn 41 when that was saved.
-    The plain HMGET finds none, and the walk follows (by the pointers: 41 records of 0.8 KB
+    The plain HMGET finds none, and the walk follows (by the pointers: 41 records of 0.65 KB
     pass the inline budget, so their ids, then the records)."""
     store = make_store(real_backend, max_depth=200)
     ids = await turns(store, 64)

@@ -302,10 +302,9 @@ class ChainStore:
             return ResponseSessionSnapshot(previous_response_id=None, sessions=[], input_items=[])
         thread = _minted_thread(previous_response_id, "previous_response_id")
         starts_thread = thread is not None and roots_thread(previous_response_id, thread)
-        # An id minted under a chain read by its list (ids.mint_named_id): the list read first,
-        # with a plain HMGET; a sliding read goes by the walk, which slides the TTLs.
-        named = thread is not None and not starts_thread and not self._slide_ms and marks_names(
-            previous_response_id, thread)
+        # An id minted under a chain read by its list (ids.mint_named_id): the engine reads
+        # the list first, with a plain HMGET, where it may (a first walk, not sliding).
+        named = thread is not None and not starts_thread and marks_names(previous_response_id, thread)
         depth = self.max_depth if max_depth is None else validate.integer(
             max_depth, "max_depth", minimum=0, maximum=MAX_DEPTH_LIMIT)
         if include_incomplete is not False:  # the default needs no check (nor a call)
@@ -337,7 +336,7 @@ class ChainStore:
             # wrong chain.
             status, detail, records, ids = await self.engine.walk(
                 thread, previous_response_id, depth or 1, slide_ms if depth else 0, attempt == 1,
-                named=named and attempt == 1 and depth > 0)
+                named=named and depth > 0)
             if depth == 0 and records:
                 status, detail = "depth", previous_response_id
             check_walk(status, detail, previous_response_id, depth)
