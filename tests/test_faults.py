@@ -53,6 +53,7 @@ class Tally:
     lost: int = 0
     false_conflicts: int = 0
     wrong_results: int = 0
+    unfaulted_errors: int = 0  # without retries: calls that failed before their fault fired
 
     def failed(self, exc: SessionError) -> None:
         self.errors[exc.code.value] = self.errors.get(exc.code.value, 0) + 1
@@ -240,7 +241,9 @@ async def faulted_reads(faulty: Faulty, tally: Tally, read: str, retries: bool =
                           "marked list": (f"n:{chain[-1]}".encode(), ""),
                           "marked list then HMGET": (f"d:{chain[-1]}".encode(), "")}[read]
     errors = []
-    for _ in range(rounds or ROUNDS[tally.fault]):
+    faulted = 0
+    while faulted < (rounds or ROUNDS[tally.fault]):
+        before = tally.fired
         if read == "get":
             got = await under_fault(faulty, tally, key, script_name, lambda: store.get(root), match)
             ids = [got.id] if got is not None and not isinstance(got, SessionError) else None
@@ -251,6 +254,14 @@ async def faulted_reads(faulty: Faulty, tally: Tally, read: str, retries: bool =
             errors.append(got)
         elif ids != chain:
             tally.wrong_results += 1
+        if not retries and isinstance(got, SessionError) and tally.fired == before and tally.unfaulted_errors < 8:
+            # A client that does not retry can fail before its fault fires: on a loaded
+            # machine the recovery from the last fault (a reconnect, and on the cluster
+            # CLUSTER SLOTS, under the same 0.5 s timeout) can time out. A coded error
+            # too, but not a faulted round: the round is run again.
+            tally.unfaulted_errors += 1
+            continue
+        faulted += 1
     await store.close()
     return errors
 
@@ -271,7 +282,7 @@ async def test_a_read_without_retries_fails_with_a_coded_error(faulty: Faulty, f
     never as a shorter chain."""
     tally = Tally(faulty.name, f"read, no retries: {read}", fault)
     errors = await faulted_reads(faulty, tally, read, retries=False, rounds=4)
-    assert tally.fired == tally.calls and tally.wrong_results == 0, tally
+    assert tally.calls - tally.unfaulted_errors == 4 <= tally.fired and tally.wrong_results == 0, tally
     assert errors and {e.code for e in errors} <= {ErrorCode.BACKEND_UNAVAILABLE, ErrorCode.BACKEND_TIMEOUT}, errors
 
 
