@@ -60,11 +60,14 @@ class Tally:
         if exc.code is ErrorCode.STORE_CONFLICT:
             self.false_conflicts += 1
 
-    def check(self) -> None:
+    def report(self) -> None:
         report = os.environ.get("FAULT_REPORT")
         if report:
             with open(report, "a") as out:
                 out.write(json.dumps(asdict(self)) + "\n")
+
+    def check(self) -> None:
+        self.report()
         assert self.fired == self.calls, self
         assert (self.errors, self.duplicated, self.lost, self.false_conflicts, self.wrong_results) == ({}, 0, 0, 0, 0), self
 
@@ -282,6 +285,7 @@ async def test_a_read_without_retries_fails_with_a_coded_error(faulty: Faulty, f
     never as a shorter chain."""
     tally = Tally(faulty.name, f"read, no retries: {read}", fault)
     errors = await faulted_reads(faulty, tally, read, retries=False, rounds=4)
+    tally.report()
     assert tally.calls - tally.unfaulted_errors == 4 <= tally.fired and tally.wrong_results == 0, tally
     assert errors and {e.code for e in errors} <= {ErrorCode.BACKEND_UNAVAILABLE, ErrorCode.BACKEND_TIMEOUT}, errors
 
