@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 from . import books
 from .jumps import jump_list
 from .protocol import DELETED, NOT_FOUND, OPS_FIELD, RING_TTL_MS, SAVED, SaveRequest, ring_find, ring_push
+from .redis_engine import INLINE_BYTES
 
 
 @dataclass
@@ -272,7 +273,7 @@ class MemoryChainEngine:
         entry = self._live_thread(thread)
         if entry is None:
             return "missing", start, [], None
-        status, detail, records = self._walk(entry, start, limit)
+        status, detail, records, ids = self._walk(entry, start, limit)
         if slide_ms > 0 and records:
             mode = books.mode(entry.fields)
             self._extend(entry, slide_ms)
@@ -285,24 +286,44 @@ class MemoryChainEngine:
                 books.close(fields, leaves, books.number(fields.get("c")) or 0)
             elif mode == "taint":
                 books.off(fields)
-        return status, detail, records, None
+        # As the Redis walk tells it: records come back with it (None) while, counted at the
+        # thread's largest record (m), they fit the inline budget, or by their own sizes
+        # where m does not tell; else it returns their ids, to be read apart.
+        told = largest_told(entry.fields)
+        size = told * len(records) if told is not None else sum(map(len, records))  # type: ignore[arg-type]
+        return status, detail, records, ids if status in ("ok", "depth") and size > INLINE_BYTES else None
+
+    async def read_known(self, thread: str, ids: Sequence[str]) -> tuple[Sequence[object] | None, int]:
+        """lua/chain_known.lua's: the records, while the thread's m tells they fit the inline budget."""
+        self.round_trips += 1
+        entry = self._live_thread(thread)
+        if entry is None:
+            return None, -1  # a missing key has no m
+        told = largest_told(entry.fields)
+        if told is None:
+            return None, -1
+        if told * len(ids) > INLINE_BYTES:
+            return None, told
+        return [entry.fields.get(f"d:{rid}") for rid in ids], 0
 
     @staticmethod
-    def _walk(entry: _Entry, start: str, limit: int) -> tuple[str, str, list[object]]:
+    def _walk(entry: _Entry, start: str, limit: int) -> tuple[str, str, list[object], list[str]]:
         records: list[object] = []
+        ids: list[str] = []
         cur, seen = start, set()
         while cur:
             if cur in seen:
-                return "cycle", cur, records
+                return "cycle", cur, records, ids
             if len(records) >= limit:
-                return "depth", cur, records
+                return "depth", cur, records, ids
             seen.add(cur)
             blob = entry.fields.get(f"d:{cur}")
             if blob is None:
-                return "missing", cur, records
+                return "missing", cur, records, ids
             records.append(blob)
+            ids.append(cur)
             cur = str(entry.fields.get(f"p:{cur}", ""))
-        return "ok", "", records
+        return "ok", "", records, ids
 
     # -- delete_thread: HSCAN, UNLINK, DEL --------------------------------------------
     async def thread_ids(self, thread: str) -> list[str]:

@@ -162,6 +162,11 @@ class ChainEngine(Protocol):
         ``named``: ``start``'s id says it keeps a names list (:func:`..ids.marks_names`),
         which may be read before any walk (with ``jumps``, and no sliding)."""
 
+    async def read_known(self, thread: str, ids: Sequence[str]) -> tuple[Sequence[object] | None, int]:
+        """The records of ``ids`` (a chain the caller knows, newest first; None for one not
+        there) in one step, when the thread's largest record (its m field) tells that they
+        fit the walk's inline budget; else ``(None, largest)``, nothing read (-1: nothing tells)."""
+
     async def delete(self, thread: str, response_id: str, token: str, ttl_ms: int = 0, keep_books: bool = False) -> bool:
         """Remove one record; a call whose ``token`` already ran answers as it did then.
         ``ttl_ms``: how long a parent left without children stays; ``keep_books``: see :mod:`.books`."""

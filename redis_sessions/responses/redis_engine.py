@@ -139,6 +139,7 @@ class RedisChainEngine:
         self._save_turn = script("chain_save_turn")
         self._walk = script("chain_walk")
         self._walk_slide = script("chain_walk_slide")  # the same walk, with the books in front
+        self._known = script("chain_known")
         self._delete = script("chain_delete")
 
     def limit_records(self, max_record_bytes: int) -> None:
@@ -323,6 +324,19 @@ class RedisChainEngine:
                     return await self.walk(thread, start, limit, slide_ms, jumps=False)
                 return "missing", entries[i], records[:i], entries[:i]
         return status, detail, records, entries
+
+    async def read_known(self, thread: str, ids: Sequence[str]) -> tuple[Sequence[object] | None, int]:
+        """The records of ``ids`` (a chain the caller knows, newest first) in one call of
+        lua/chain_known.lua, while the thread's m tells that they come back within
+        INLINE_BYTES; else ``(None, largest)``, nothing read (largest: the thread's largest
+        record by m, -1 when m does not tell or the key holds another type)."""
+        key = self.keys.thread(thread)
+        self.round_trips += 1
+        async with translate_errors(f"thread {key!r}"):
+            reply = await self._known(self.link.client, [key], [_INLINE, *map(self.keys.data_field, ids)])
+        if reply[0] == b"+":
+            return reply[1:], 0
+        return None, int(reply[1])
 
     async def _by_names(self, thread: str, start: str, limit: int, slide_ms: int, raw: bytes,
                         largest: int) -> tuple[str, str, Sequence[object], Sequence[str] | None]:
