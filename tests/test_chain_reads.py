@@ -136,12 +136,13 @@ async def test_a_small_chain_is_copied_through_the_walk_once_where_m_tells_its_l
     nodes = nodes_of(real_backend)
     try:
         await store.resolve_chain(ids[-1])  # the script loaded, connections made
-        walked, reads, trips = await walk_reads(nodes, store, ids[-1])
+        # each read by a worker that has not seen the chain (one that has reads it by its names)
+        walked, reads, trips = await walk_reads(nodes, make_store(real_backend, max_depth=100), ids[-1])
         assert walked == ids and trips == 1
         assert reads == {"hstrlen": 0, "hget": 10, "hmget": 2}
 
         await real_backend.client.hset(store.keys.thread(thread_tag(ids[0])), W, b"1")
-        walked, reads, trips = await walk_reads(nodes, store, ids[-1])
+        walked, reads, trips = await walk_reads(nodes, make_store(real_backend, max_depth=100), ids[-1])
         assert walked == ids and trips == 1
         assert reads == {"hstrlen": 10, "hget": 0, "hmget": 11}  # m, w; then each record with its pointer
     finally:

@@ -59,14 +59,38 @@ def test_pack_takes_only_ids_minted_for_the_thread_and_unpack_gives_them_back():
 
 
 def test_the_memo_keeps_the_latest_chains_only():
-    memo = Memo(entries=2)
-    memo.remember("a", b"1")
-    memo.remember("b", b"2")
-    memo.remember("a", b"3")  # a again: the newest
-    memo.remember("c", b"4")
-    assert (memo.above("a"), memo.above("b"), memo.above("c")) == (b"3", b"", b"4")
-    memo.remember("c", b"5", marked=True)
-    assert (memo.marks("a"), memo.marks("b"), memo.marks("c"), memo.above("c")) == (False, False, True, b"5")
+    memo = Memo(entries=2, inline=1000)
+    one, two = b"1" * 16, b"2" * 16
+    memo.remember("a", one, 100)
+    memo.remember("b", two, 100)
+    memo.remember("a", two, 100)  # a again: the newest
+    memo.remember("c", one, 100)
+    assert (memo.known("a"), memo.known("b"), memo.known("c")) == (two, None, one)
+
+
+def test_the_memo_tells_lists_marks_and_reads_by_the_size_of_the_chain_a_save_makes():
+    memo = Memo(inline=1000)
+    names = b"1" * 16
+    memo.remember("small", names, 300)  # 2 records: 600 B inline; a save under it makes 3, 900 B
+    assert (memo.above("small"), memo.marks("small"), memo.known("small")) == (b"", False, names)
+    memo.remember("big", names, 400)  # 800 B inline; the save makes 1,200 B: listed, marked
+    assert (memo.above("big"), memo.marks("big"), memo.known("big")) == (names, True, names)
+    memo.remember("deep", names * (NAMES_MIN - 2), 1)  # a save under it makes NAMES_MIN: listed only
+    assert (memo.above("deep"), memo.marks("deep")) == (names * (NAMES_MIN - 2), False)
+    memo.remember("apart", names, 10, readable=False)  # its walk read the records apart
+    assert memo.known("apart") is None
+
+    memo.saved("small", "child", b"2" * 16, 250)  # one deeper, its own size
+    assert (memo.known("child"), memo.marks("child")) == (b"2" * 16 + names, True)  # 4 x 300 B
+    memo.saved("unknown", "orphan", b"3" * 16, 10)  # a parent it does not hold: nothing
+    assert memo.known("orphan") is None
+
+    memo.outgrown("small", 2_000)  # the engine refused: the thread holds a 2 KB record
+    assert (memo.known("small"), memo.marks("small"), memo.above("small")) == (None, True, names)
+    memo.forget("child")
+    memo.forget("child")  # twice is harmless
+    assert memo.known("child") is None and memo.held == sum(
+        len(memo._chains[k][0]) for k in memo._chains)
 
 
 async def test_a_deep_chain_keeps_one_list_at_its_tip_naming_every_ancestor(backend):
@@ -300,7 +324,7 @@ async def test_a_list_longer_than_max_depth_is_too_deep_as_the_chain_is(backend)
 def test_the_memo_is_bounded_by_its_bytes_too():
     memo = Memo(entries=100, size=64)
     for i in range(10):
-        memo.remember(f"r{i}", bytes(16))
+        memo.remember(f"r{i}", bytes(16), 10_000)  # records past the inline budget: every chain keeps a list
     assert memo.held == 64 and [memo.above(f"r{i}") != b"" for i in range(10)] == [False] * 6 + [True] * 4
-    memo.remember("r9", bytes(32))  # the same chain again, longer: counted once
+    memo.remember("r9", bytes(32), 10_000)  # the same chain again, longer: counted once
     assert memo.held == 64 and memo.above("r6") == b""

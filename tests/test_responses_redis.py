@@ -187,6 +187,7 @@ async def test_a_root_is_resolved_by_a_plain_hget_and_a_continuation_by_the_walk
     nodes = nodes_of(real_backend)
     try:
         await store.resolve_chain(child)  # the walk script loaded, connections made
+        await store.resolve_chain(child)  # and the read by names (the store remembers the chain now)
         for leaf, scripts in ((root, 0), (child, 1)):
             before = await calls_of(nodes, "evalsha", "eval")
             assert [s.id for s in (await store.resolve_chain(leaf)).sessions][-1] == leaf

@@ -66,26 +66,74 @@ def unpack(raw: bytes, thread: str) -> list[str] | None:
 
 
 class Memo:
-    """The chains this store resolved last, by their newest id: the packed names of each
-    one's ancestors, what a save under that id sends (lua/chain_save.lua's ARGV[13]), and
-    whether the chain that save makes is read by its list (``marked``: its records would
-    not come back inline, so the id is minted marked, ids.mint_named_id). Bounded by
-    MEMO_ENTRIES and MEMO_BYTES, the oldest forgotten first."""
+    """The chains this store resolved or saved last, by their newest id: the packed names
+    of each one's ancestors and the largest of its records. Two uses:
 
-    def __init__(self, entries: int = MEMO_ENTRIES, size: int = MEMO_BYTES) -> None:
-        self.entries, self.size, self.held = entries, size, 0
-        self._chains: OrderedDict[str, tuple[bytes, bool]] = OrderedDict()
+    - a save under that id sends the names (lua/chain_save.lua's ARGV[13]) where the chain
+      it makes keeps a list (:meth:`above`: NAMES_MIN deep, or records that will not come
+      back inline), and mints its id marked where that chain is read by its list
+      (:meth:`marks`, ids.mint_named_id);
+    - a resolve of that id reads its records by the names, in one call that reads no
+      pointer (:meth:`known`, lua/chain_known.lua), where they come back inline: what a
+      worker does when it continues a conversation it served last. The reader checks that
+      the records link up, and walks where they do not (:meth:`forget`).
 
-    def remember(self, start: str, ancestors: bytes, marked: bool = False) -> None:
+    Bounded by MEMO_ENTRIES and MEMO_BYTES, the oldest forgotten first."""
+
+    def __init__(self, entries: int = MEMO_ENTRIES, size: int = MEMO_BYTES, inline: int = 8192) -> None:
+        self.entries, self.size, self.held, self.inline = entries, size, 0, inline
+        self._chains: OrderedDict[str, tuple[bytes, int, bool]] = OrderedDict()
+
+    def remember(self, start: str, ancestors: bytes, largest: int, readable: bool = True) -> None:
+        """``start``'s chain: its ancestors packed, its largest record's bytes, and whether
+        a read by the names may return it (False: the engine read it apart from its walk,
+        so the thread holds a record larger than the inline budget allows for it)."""
         chains = self._chains
-        self.held += len(ancestors) - len(chains.pop(start, (b"", False))[0])
-        chains[start] = (ancestors, marked)
+        self.held += len(ancestors) - len(chains.pop(start, (b"", 0, False))[0])
+        chains[start] = (ancestors, largest, readable)
         while len(chains) > self.entries or self.held > self.size:
             self.held -= len(chains.popitem(last=False)[1][0])
 
+    def saved(self, parent: str, child: str, own: bytes, size: int) -> None:
+        """``child`` (a record of ``size`` bytes) was saved under ``parent``, packed ``own``:
+        its chain is the parent's, one deeper, if this memo holds the parent's."""
+        got = self._chains.get(parent)
+        if got is not None:
+            self.remember(child, own + got[0], max(got[1], size), got[2])
+
+    def forget(self, start: str) -> None:
+        got = self._chains.pop(start, None)
+        if got is not None:
+            self.held -= len(got[0])
+
+    def outgrown(self, start: str, largest: int) -> None:
+        """A read by the names was refused: the thread holds a record of ``largest`` bytes
+        (-1: its size is not told), too large for the chain to come back inline."""
+        got = self._chains.get(start)
+        if got is not None:
+            self._chains[start] = (got[0], max(got[1], largest), False)
+
+    def _fits(self, records: int, largest: int) -> bool:
+        return records * largest <= self.inline
+
     def above(self, parent: str) -> bytes:
-        return self._chains.get(parent, (b"", False))[0]
+        """The names a save under ``parent`` sends: the ancestors, where the chain the save
+        makes keeps a list; else b""."""
+        got = self._chains.get(parent)
+        if got is None:
+            return b""
+        deep = len(got[0]) // 16 + 2
+        return got[0] if deep >= NAMES_MIN or not self._fits(deep, got[1]) else b""
 
     def marks(self, parent: str) -> bool:
         """Whether a response saved under ``parent`` is minted marked."""
-        return self._chains.get(parent, (b"", False))[1]
+        got = self._chains.get(parent)
+        return got is not None and not self._fits(len(got[0]) // 16 + 2, got[1])
+
+    def known(self, start: str) -> bytes | None:
+        """``start``'s ancestors, where a read by the names may return its chain inline."""
+        got = self._chains.get(start)
+        if got is None or not got[2] or not self._fits(len(got[0]) // 16 + 1, got[1]):
+            return None
+        self._chains.move_to_end(start)
+        return got[0]

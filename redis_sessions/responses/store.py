@@ -228,9 +228,9 @@ class ChainStore:
         the item and conversation stores keep it."""
         self.replay_instructions = validate.flag(replay_instructions, "replay_instructions")
         self.timeout = validate.seconds(timeout)
-        self._memo = names.Memo()
-        """The deep chains this store resolved last, for the names lists of the saves that
-        follow them (:mod:`.names`)."""
+        self._memo = names.Memo(inline=INLINE_BYTES)
+        """The chains this store resolved or saved last: for the names lists of the saves
+        that follow them, and the reads by names of the resolves (:mod:`.names`)."""
 
     @property
     def round_trips(self) -> int:
@@ -329,6 +329,12 @@ class ChainStore:
             if root.id == previous_response_id and root.previous_response_id is None:
                 return build_snapshot(previous_response_id, [root], include_incomplete=include_incomplete,
                                       replay_instructions=self.replay_instructions)
+        known = self._memo.known(previous_response_id) if depth and not slide_ms else None
+        if known is not None and len(known) // 16 < depth:
+            by_names = await self._read_known(thread, previous_response_id, known)
+            if by_names is not None:
+                return build_snapshot(previous_response_id, by_names, include_incomplete=include_incomplete,
+                                      replay_instructions=self.replay_instructions)
         for attempt in range(1, READ_ATTEMPTS + 1):
             # max_depth=0: one record is read only to tell "too long" from "missing".
             # After a chain that did not link up, by the pointers only: a jump list left
@@ -345,7 +351,7 @@ class ChainStore:
             # parent) shows here, and the chain is read again rather than returned mixed.
             if linked(sessions, previous_response_id):
                 if len(sessions) > 1:
-                    self._remember(previous_response_id, thread, sessions, records)
+                    self._remember(previous_response_id, thread, sessions, records, ids is None)
                 break
             if attempt == READ_ATTEMPTS:
                 raise SessionError(ErrorCode.BACKEND_UNAVAILABLE,
@@ -358,18 +364,32 @@ class ChainStore:
         )
 
     def _remember(self, start: str, thread: str, sessions: list[StoredResponseSession],
-                  records: Sequence[Any]) -> None:
-        """The names of ``start``'s ancestors (``sessions``, oldest first, end at it), for a
-        save under it, where the chain that save makes keeps a list (:mod:`.names`): 13 or
-        more deep, or records that would not come back inline, then read by the list
-        (marked). None when an id was minted for another thread, or elsewhere."""
-        deep = len(sessions) + 1
-        inline = deep * max(map(len, records)) <= INLINE_BYTES
-        if inline and deep < names.NAMES_MIN:
-            return
+                  records: Sequence[Any], inline: bool) -> None:
+        """The names of ``start``'s ancestors (``sessions``, oldest first, end at it) and
+        its largest record, for a save under it and the next resolve of it (:mod:`.names`);
+        ``inline``: the engine read the records with its walk. Not when an id was minted
+        for another thread, or elsewhere."""
         packed = names.pack([session.id for session in reversed(sessions[:-1])], thread)
         if packed is not None:
-            self._memo.remember(start, packed, marked=not inline)
+            self._memo.remember(start, packed, max(map(len, records)), inline)
+
+    async def _read_known(self, thread: str, start: str, ancestors: bytes) -> list[StoredResponseSession] | None:
+        """``start``'s chain read by the names the memo holds, in one call that reads no
+        pointer (lua/chain_known.lua); None, having forgotten them, where the engine
+        refused (the thread holds a record too large for an inline reply), a record is gone
+        or the records do not link up (another worker overwrote or deleted one): the walk
+        reads the chain then, so a stale memo costs a round trip, never a wrong chain."""
+        ids = [start, *(names.unpack(ancestors, thread) or ())]
+        records, largest = await self.engine.read_known(thread, ids)
+        if records is None:
+            self._memo.outgrown(start, largest)
+            return None
+        if all(record is not None for record in records):
+            sessions = decode_chain(records, self.keys.thread(thread), start, ids)
+            if linked(sessions, start):
+                return sessions
+        self._memo.forget(start)
+        return None
 
     def _names(self, parent: str | None, thread: str) -> tuple[bytes, bytes]:
         """What a save under ``parent`` sends for its names list: the parent packed (b"":
@@ -412,6 +432,8 @@ class ChainStore:
         status, detail = await self.engine.save(thread, request)
         if status != "ok" and not (status == "exists" and await self._already_saved(thread, session)):
             await self._refused(status, detail, response_id, parent, thread)
+        if request.names:  # the parent, packed: the child's chain is the parent's, if remembered
+            self._memo.saved(parent or "", response_id, request.names, len(blob))
         await self._after_save(response_id, parent, thread)
 
     async def _already_saved(self, thread: str, session: StoredResponseSession) -> bool:
@@ -577,6 +599,7 @@ class ChainStore:
         thread = await self._thread(response_id)
         if thread is None:
             return False
+        self._memo.forget(response_id)
         deleted = await self.engine.delete(thread, response_id, new_token(), self._ttl_ms, self.response_expiry)
         if thread_of(response_id) is None:
             await self._unpoint(response_id, thread)
