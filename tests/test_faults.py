@@ -204,7 +204,7 @@ async def test_delete_answers_true_once_deleted_and_deletes_nothing_else(faulty:
     tally.check()
 
 
-READS = pytest.mark.parametrize("read", ["get", "root", "inline chain", "chain then HMGET", "names list",
+READS = pytest.mark.parametrize("read", ["get", "root", "inline chain", "known chain", "chain then HMGET", "names list",
                                          "names list then HMGET", "marked list", "marked list then HMGET"])
 NAMES_DEPTH = 16
 """A chain this deep, built turn by turn (each save after a resolve), keeps a names list
@@ -215,19 +215,22 @@ store minted the tip's id as marked (ids.marks_names), a plain HMGET reads it.""
 async def faulted_reads(faulty: Faulty, tally: Tally, read: str, retries: bool = True, rounds: int = 0) -> list[Any]:
     """The reads of a gateway, each with its own command faulted: a record's plain HGET
     (get, and the resolve of a root), the walk that returns a small chain itself, and
-    the HMGET that reads a bigger chain after its walk. Counts a read that answered
+    the HMGET that reads a bigger chain after its walk, and the read by names of a chain
+    the store resolved before (lua/chain_known.lua). The walks are made by a store that
+    never saw the chain (another worker's), which walks it. Counts a read that answered
     anything but the stored chain, whole, as a wrong result; returns the coded errors."""
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
 
-    store = faulty.store() if retries else faulty.store(redis_kwargs={"retry": Retry(NoBackoff(), 0)})
+    store_kwargs = None if retries else {"retry": Retry(NoBackoff(), 0)}
+    store = faulty.store(redis_kwargs=store_kwargs)
     # three of 6 KB pass the walk's 8 KB inline budget, and so do 16 of 0.7 KB
     named = read.startswith(("names list", "marked list"))
     size = 6000 if read == "chain then HMGET" else 700 if named else 0
     root = new_response_id()
     chain = [root]
     await store.save(record(root, payload="x" * size))
-    for _ in range(2 if read in ("inline chain", "chain then HMGET") else NAMES_DEPTH - 1 if named else 0):
+    for _ in range(2 if read in ("inline chain", "known chain", "chain then HMGET") else NAMES_DEPTH - 1 if named else 0):
         if named:
             await store.resolve_chain(chain[-1])  # as a gateway: the save after it starts the list
         marked = read.startswith("marked") and len(chain) >= NAMES_MIN - 1
@@ -237,7 +240,10 @@ async def faulted_reads(faulty: Faulty, tally: Tally, read: str, retries: bool =
     assert marks_names(chain[-1], thread_tag(root)) == read.startswith("marked")
     if named:  # the walk answers with the tip's list, the records come by HMGET
         assert await store.client.hexists(key, f"n:{chain[-1]}")
+    if read == "known chain":  # the store remembers the chain it resolved, and reads it by names
+        assert [s.id for s in (await store.resolve_chain(chain[-1])).sessions] == chain
     match, script_name = {"get": (b"HGET", ""), "root": (b"HGET", ""), "inline chain": (None, "chain_walk"),
+                          "known chain": (None, "chain_known"),
                           "chain then HMGET": (b"HMGET", ""), "names list": (None, "chain_walk"),
                           "names list then HMGET": (b"HMGET", ""),
                           # the first HMGET reads the list (n:<tip>), the second the records
@@ -251,8 +257,11 @@ async def faulted_reads(faulty: Faulty, tally: Tally, read: str, retries: bool =
             got = await under_fault(faulty, tally, key, script_name, lambda: store.get(root), match)
             ids = [got.id] if got is not None and not isinstance(got, SessionError) else None
         else:
-            got = await under_fault(faulty, tally, key, script_name, lambda: store.resolve_chain(chain[-1]), match)
+            reader = faulty.store(redis_kwargs=store_kwargs) if read == "inline chain" else store
+            got = await under_fault(faulty, tally, key, script_name, lambda: reader.resolve_chain(chain[-1]), match)
             ids = None if isinstance(got, SessionError) else [s.id for s in got.sessions]
+            if reader is not store:
+                await reader.close()
         if isinstance(got, SessionError):
             errors.append(got)
         elif ids != chain:
