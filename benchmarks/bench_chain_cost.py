@@ -248,6 +248,14 @@ async def by_pointers(r: Redis, names_script: str, key: str, leaf: str) -> None:
     await r.hmget(key, await r.evalsha(names_script, 1, key, leaf))
 
 
+async def cold_resolve(store: RedisResponseSessionStore, leaf: str) -> None:
+    """A resolve by a worker that never saw the chain: the store's memo of it (its chains
+    read by names, lua/chain_known.lua) is dropped first, so it walks, as another worker
+    of the fleet would (a private of the store, touched here only)."""
+    store._memo.forget(leaf)
+    await store.resolve_chain(leaf, max_depth=5000)
+
+
 async def resolve_costs(r: Redis, store: RedisResponseSessionStore) -> None:
     previous = await r.script_load(PREVIOUS_WALK)
     # What any resolve in one round trip costs at the least: the records must come back
@@ -260,7 +268,7 @@ async def resolve_costs(r: Redis, store: RedisResponseSessionStore) -> None:
     walk_one = await r.script_load(FOLLOW_POINTERS + "return redis.call('HMGET', KEYS[1], unpack(f))")
     walk_two = await r.script_load(FOLLOW_POINTERS + "return f")
 
-    sides = ("ours", "floor", "old", "least", "walk_one", "walk_two")
+    sides = ("ours", "cold", "floor", "old", "least", "walk_one", "walk_two")
     rows: list[tuple[str, int, float, int, dict[str, tuple[float, float, float]]]] = []
     for size, label in ((0, "0.7 KB"), (20_000, "20 KB"), (4_000, "4 KB")):
         for depth in ((1000,) if size == 4_000 else (1, 10, 64)):
@@ -276,6 +284,7 @@ async def resolve_costs(r: Redis, store: RedisResponseSessionStore) -> None:
             n = 20 if depth >= 64 else 200
             got = await best_server_us(r, dict(zip(sides, (
                 lambda: store.resolve_chain(leaf, max_depth=5000),
+                lambda: cold_resolve(store, leaf),
                 lambda: r.hmget(key, fields),
                 lambda: r.evalsha(previous, 1, key, leaf, 5000, 0),
                 lambda: r.evalsha(relay, 1, key, *fields),
@@ -283,26 +292,28 @@ async def resolve_costs(r: Redis, store: RedisResponseSessionStore) -> None:
                 lambda: by_pointers(r, walk_two, key, leaf),
             ))), n)
             rows.append((label, depth, stored, trips, got))
-    head = ("| resolve us | HMGET us | ratio | before: walk copying records | least one-round-trip script: "
+    head = ("| resolve us | HMGET us | ratio | by a worker that never saw the chain | before: walk copying records | least one-round-trip script: "
             "given the names | by pointers | least two round trips: pointers, then HMGET |")
     print("### Redis time per resolve_chain, next to one HMGET of the same records\n")
     print("Command time (SLOWLOG: each command's execution, a script's inner commands inside it); "
           "the least-cost columns are ratios to the HMGET.\n")
+    print("Ours: the worker that resolved or saved the chain last, which reads it by names where "
+          "it comes back inline (lua/chain_known.lua); a worker that never saw it walks.\n")
     print("| records | depth | stored KB | round trips " + head + " longest command us |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for label, depth, stored, trips, got in rows:
         floor = got["floor"][0]
         print(f"| {label} | {depth} | {stored / 1024:,.1f} | {trips} | {got['ours'][0]:,.1f} | {floor:,.1f} | "
-              + " | ".join(f"{got[side][0] / floor:.2f}x" for side in ("ours", "old", "least", "walk_one", "walk_two"))
+              + " | ".join(f"{got[side][0] / floor:.2f}x" for side in ("ours", "cold", "old", "least", "walk_one", "walk_two"))
               + f" | {got['ours'][1]:,} |")
     print("\nRedis CPU (the main thread's, read and reply included; see ServerCpu), same runs: "
           "medians of 5 rounds, each ratio taken round by round:\n")
     print("| records | depth " + head)
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for label, depth, stored, trips, got in rows:
         floor = got["floor"][2]
         print(f"| {label} | {depth} | {median(got['ours'][2]):,.1f} | {median(floor):,.1f} | "
-              + " | ".join(f"{cpu_ratio(got[side][2], floor):.2f}x" for side in ("ours", "old", "least", "walk_one", "walk_two"))
+              + " | ".join(f"{cpu_ratio(got[side][2], floor):.2f}x" for side in ("ours", "cold", "old", "least", "walk_one", "walk_two"))
               + " |")
     print()
 
@@ -501,12 +512,14 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
     bare = await r.script_load("redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) "
                                "return redis.call('PEXPIRE', KEYS[1], ARGV[3])")
     booked = await r.script_load(LEAST_BOOKED_SAVE)
-    print("| records | chain depth | turn us | floor us (HMGET + HSET + PEXPIRE) | ratio "
+    print("Ours: the worker that served the conversation's last turn (it reads the chain by names where "
+          "it comes back inline); cold: a worker that never saw it, which walks, then saves a sibling.\n")
+    print("| records | chain depth | turn us | floor us (HMGET + HSET + PEXPIRE) | ratio | cold turn ratio "
           "| least with a save script us (HMGET + script of HSET + PEXPIRE) | ratio "
           "| least with a save that keeps the books us | ratio "
-          "| Redis CPU: turn us | floor us | ratio | least with a save script ratio "
+          "| Redis CPU: turn us | floor us | ratio | cold turn ratio | least with a save script ratio "
           "| least with a save that keeps the books ratio |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for size, label in ((0, "0.7 KB"), (20_000, "20 KB")):
         for depth in (1, 10, 64):
             # Each measurement has chains of its own, made for it, exactly ``depth`` deep,
@@ -533,6 +546,12 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
                     rid = await store.new_response_id(head)
                     await store.save(sized(rid, head, depth, size))
 
+            async def cold_turns() -> None:
+                for head in heads:
+                    await cold_resolve(store, head)
+                    rid = await store.new_response_id(head)
+                    await store.save(sized(rid, head, depth, size))
+
             async def floor_turns() -> None:
                 for key, fields, blob in jobs:
                     await r.hmget(key, fields)
@@ -550,7 +569,7 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
                     await r.evalsha(booked, 1, key + ":books", f"x{secrets.token_hex(8)}", head, blob,
                                     secrets.token_hex(8), 86_400_000)
 
-            sides = {"ours": turns, "floor": floor_turns, "least": least_turns, "booked": booked_turns}
+            sides = {"ours": turns, "cold": cold_turns, "floor": floor_turns, "least": least_turns, "booked": booked_turns}
             took = dict.fromkeys(sides, float("inf"))
             cpu: dict[str, list[float]] = {name: [] for name in sides}
             for _ in range(5):  # best of 5 alternating rounds (CPU: medians of per-round ratios)
@@ -563,9 +582,10 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
                             cpu[name].append(await CPU.us(r, batch, 1) / n)
                     await r.delete(*[k + suffix for k, _, _ in jobs for suffix in ("", ":floor", ":books")])
             ours, floor, least, books = took["ours"], took["floor"], took["least"], took["booked"]
-            print(f"| {label} | {depth} | {ours:,.1f} | {floor:,.1f} | {ours / floor:.2f}x | {least:,.1f} | "
+            print(f"| {label} | {depth} | {ours:,.1f} | {floor:,.1f} | {ours / floor:.2f}x | {took['cold'] / floor:.2f}x | {least:,.1f} | "
                   f"{least / floor:.2f}x | {books:,.1f} | {books / floor:.2f}x | {median(cpu['ours']):,.1f} | "
                   f"{median(cpu['floor']):,.1f} | {cpu_ratio(cpu['ours'], cpu['floor']):.2f}x | "
+                  f"{cpu_ratio(cpu['cold'], cpu['floor']):.2f}x | "
                   f"{cpu_ratio(cpu['least'], cpu['floor']):.2f}x | {cpu_ratio(cpu['booked'], cpu['floor']):.2f}x |")
     print()
 
