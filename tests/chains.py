@@ -76,6 +76,20 @@ async def linear(store: ChainStore, n: int, payload: str = "", prefix: str = "ex
     return ids
 
 
+async def gateway_turns(store: ChainStore, n: int, parent: str | None = None, payload: str = "") -> list[str]:
+    """``n`` gateway turns after ``parent``: each resolves the chain it continues, then
+    saves the next response under it (ids minted by the store), as a gateway's worker does."""
+    ids: list[str] = []
+    for i in range(n):
+        if parent is not None:
+            await store.resolve_chain(parent)
+        rid = await store.new_response_id(parent)
+        await store.save(record(rid, parent, f"turn {i}", payload=payload))
+        ids.append(rid)
+        parent = rid
+    return ids
+
+
 async def build_chain(store: ChainStore, depth: int, *, first_parent: str | None = None) -> list[str]:
     """Save a linear chain of ``depth`` minted responses; return their ids oldest first."""
     ids: list[str] = []

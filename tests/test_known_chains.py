@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from chains import build_chain, calls_of, make_store, nodes_of, record
+from chains import build_chain, calls_of, gateway_turns, make_store, nodes_of, record
 from redis_sessions import SessionError
 from redis_sessions.responses.redis_engine import INLINE_BYTES
 
@@ -18,16 +18,7 @@ PAYLOAD = "x" * 300
 
 
 async def gateway(store, n: int, parent: str | None = None, payload: str = PAYLOAD) -> list[str]:
-    """``n`` gateway turns after ``parent``: each resolves the chain it continues, then saves."""
-    ids: list[str] = []
-    for i in range(n):
-        if parent is not None:
-            await store.resolve_chain(parent)
-        rid = await store.new_response_id(parent)
-        await store.save(record(rid, parent, f"turn {i}", payload=payload))
-        ids.append(rid)
-        parent = rid
-    return ids
+    return await gateway_turns(store, n, parent, payload)
 
 
 async def answer(store, rid: str, **options) -> object:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from chains import calls_of, make_store, nodes_of, record, thread_tag
+from chains import calls_of, gateway_turns, make_store, nodes_of, record, thread_tag
 from redis_sessions import SessionError
 from redis_sessions.ids import marks_names, mint_named_id, mint_root_id, roots_thread, thread_of
 from redis_sessions.responses.names import NAMES_MIN, Memo, pack, unpack
@@ -18,17 +18,7 @@ does not, so chains keep lists from NAMES_MIN deep, and a list is what a resolve
 
 
 async def turns(store, n: int, parent: str | None = None, payload: str = PAYLOAD) -> list[str]:
-    """``n`` gateway turns after ``parent``: each resolves the chain it continues, then
-    saves the next response under it, as a gateway's worker does."""
-    ids: list[str] = []
-    for i in range(n):
-        if parent is not None:
-            await store.resolve_chain(parent)
-        rid = await store.new_response_id(parent)
-        await store.save(record(rid, parent, f"turn {i}", payload=payload))
-        ids.append(rid)
-        parent = rid
-    return ids
+    return await gateway_turns(store, n, parent, payload)
 
 
 async def fields_of(backend, store, rid: str) -> dict[str, bytes]:
