@@ -10,8 +10,8 @@ from redis.asyncio import Redis
 
 from chains import build_chain, calls_of, linear, make_store, nodes_of, thread_tag
 from redis_sessions.responses import redis_engine
+from redis_sessions.responses.protocol import INLINE_BYTES
 from redis_sessions.responses.redis_engine import (
-    INLINE_BYTES,
     READ_SLICE_BYTES,
     SLICE_RECORDS,
     SLICES_PER_TRIP,

@@ -11,7 +11,7 @@ import pytest
 
 from chains import build_chain, calls_of, gateway_turns, make_store, nodes_of, record
 from redis_sessions import SessionError
-from redis_sessions.responses.redis_engine import INLINE_BYTES
+from redis_sessions.responses.protocol import INLINE_BYTES
 
 PAYLOAD = "x" * 300
 """Records of about 0.55 KB: ten of them come back inline."""

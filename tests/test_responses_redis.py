@@ -14,7 +14,8 @@ from chains import all_keys, build_chain, calls_of, make_store, nodes_of, record
 from redis_sessions import ErrorCode, RedisResponseSessionStore, SessionError, new_response_id
 from redis_sessions.ids import thread_of
 from redis_sessions.responses import redis_engine
-from redis_sessions.responses.redis_engine import INLINE_BYTES, WALK_STEPS, read_plan
+from redis_sessions.responses.protocol import INLINE_BYTES
+from redis_sessions.responses.redis_engine import WALK_STEPS, read_plan
 from redis_sessions.responses.jumps import JUMP_BYTES, JUMPS
 from redis_sessions.responses.store import encode_record
 from servers import free_port

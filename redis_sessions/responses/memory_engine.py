@@ -23,8 +23,7 @@ if TYPE_CHECKING:
 
 from . import books
 from .jumps import jump_list
-from .protocol import DELETED, NOT_FOUND, OPS_FIELD, RING_TTL_MS, SAVED, SaveRequest, ring_find, ring_push
-from .redis_engine import INLINE_BYTES
+from .protocol import DELETED, INLINE_BYTES, NOT_FOUND, OPS_FIELD, RING_TTL_MS, SAVED, SaveRequest, ring_find, ring_push
 
 
 @dataclass

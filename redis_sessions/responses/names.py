@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from .protocol import INLINE_BYTES
+
 NAMES_MIN = 13
 """Chains at least this deep (the record and its ancestors) keep a list whatever their
 records' size; shallower ones only where their records pass the inline budget (13 of
@@ -38,6 +40,8 @@ its list where the parent keeps none (the first list of a chain), and a resolve 
 id it marked one wasted HMGET: so room for a busy worker's streams, bounded by bytes too."""
 MEMO_BYTES = 4 << 20
 """And at most this many bytes of names (a chain of 1,000 is 16 KB)."""
+NAME_BYTES = 16
+"""One name packed: the 16 bytes of an id's random part."""
 _PREFIX_LEN = len("resp_") + 16 + 1
 _ID_LEN = _PREFIX_LEN + 32
 
@@ -56,9 +60,14 @@ def pack(ids: "list[str] | tuple[str, ...]", thread: str) -> bytes | None:
     return packed if packed.hex() == hexed else None  # lower-case hex only, as minted
 
 
+def count(packed: bytes) -> int:
+    """How many names a packed list holds."""
+    return len(packed) // NAME_BYTES
+
+
 def unpack(raw: bytes, thread: str) -> list[str] | None:
     """The ids a packed list names, in its order (None: not a list of whole names)."""
-    if len(raw) % 16:
+    if len(raw) % NAME_BYTES:
         return None
     hexed = raw.hex()
     prefix = f"resp_{thread}_"
@@ -80,7 +89,7 @@ class Memo:
 
     Bounded by MEMO_ENTRIES and MEMO_BYTES, the oldest forgotten first."""
 
-    def __init__(self, entries: int = MEMO_ENTRIES, size: int = MEMO_BYTES, inline: int = 8192) -> None:
+    def __init__(self, entries: int = MEMO_ENTRIES, size: int = MEMO_BYTES, inline: int = INLINE_BYTES) -> None:
         self.entries, self.size, self.held, self.inline = entries, size, 0, inline
         self._chains: OrderedDict[str, tuple[bytes, int, bool]] = OrderedDict()
 
@@ -122,18 +131,18 @@ class Memo:
         got = self._chains.get(parent)
         if got is None:
             return b""
-        deep = len(got[0]) // 16 + 2
+        deep = count(got[0]) + 2
         return got[0] if deep >= NAMES_MIN or not self._fits(deep, got[1]) else b""
 
     def marks(self, parent: str) -> bool:
         """Whether a response saved under ``parent`` is minted marked."""
         got = self._chains.get(parent)
-        return got is not None and not self._fits(len(got[0]) // 16 + 2, got[1])
+        return got is not None and not self._fits(count(got[0]) + 2, got[1])
 
     def known(self, start: str) -> bytes | None:
         """``start``'s ancestors, where a read by the names may return its chain inline."""
         got = self._chains.get(start)
-        if got is None or not got[2] or not self._fits(len(got[0]) // 16 + 1, got[1]):
+        if got is None or not got[2] or not self._fits(count(got[0]) + 1, got[1]):
             return None
         self._chains.move_to_end(start)
         return got[0]

@@ -60,6 +60,13 @@ in that time. Each entry is 17 bytes, so a ring never holds more than 272: it is
 read and rewritten by every save, and its size shows in the save's cost."""
 DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
 """The largest record a store accepts unless told otherwise (``max_record_bytes``)."""
+INLINE_BYTES = 8192
+"""A chain whose records total at most this comes back inside the walk's reply (and a
+chain the store remembers is read by its names: lua/chain_known.lua), in one round trip;
+the memory engine makes the same decisions. Measured (benchmarks/bench_chain_cost.py): the
+copy through Lua costs about 1.4 us of server time per KB, while a second request costs
+the caller a network round trip; past a few KB the copy would cost the shard more than
+the round trip saves."""
 RING_TTL_MS = 300_000
 """How long a thread whose last record was deleted keeps its ring (and so still
 answers a re-sent delete): longer than any call's retries, short enough to cost nothing."""

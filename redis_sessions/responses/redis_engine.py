@@ -19,7 +19,7 @@ from ..redis_client import RedisLink, as_text, translate_errors, translated
 from ..replication import ReplicaAcks, write_acked
 from ..scripts import LuaScript, script
 from . import jumps, names
-from .protocol import DEFAULT_MAX_RECORD_BYTES, RING_ENTRIES, RING_TTL_MS, SaveRequest
+from .protocol import DEFAULT_MAX_RECORD_BYTES, INLINE_BYTES, RING_ENTRIES, RING_TTL_MS, SaveRequest
 
 
 @functools.lru_cache(maxsize=256)
@@ -34,11 +34,6 @@ WALK_STEPS = 256
 """Most reads one walk call makes (a parent pointer, or a jump list of up to 16 ancestors),
 so no call holds the shard long (measured on a loaded machine: 365 pointer reads in 1.9
 to 2.7 ms); a longer chain takes one call per 256 reads."""
-INLINE_BYTES = 8192
-"""A chain whose records total at most this comes back inside the walk's reply: one
-round trip. Measured (benchmarks/bench_chain_cost.py): the copy through Lua costs about
-1.4 us of server time per KB, while a second request costs the caller a network round
-trip; past a few KB the copy would cost the shard more than the round trip saves."""
 READ_SLICE_BYTES = 2 * 1024 * 1024
 """Most record bytes one HMGET reads, every record counted at the size of the largest
 the thread holds (the walk tells it: see :meth:`RedisChainEngine.walk`). Measured on a
@@ -277,7 +272,7 @@ class RedisChainEngine:
             except Exception as exc:
                 raise translated(exc, f"thread {key!r}") from None
             size = _largest_told(m, w)
-            if isinstance(raw, bytes) and size is not None and len(raw) // 16 + 1 <= limit:
+            if isinstance(raw, bytes) and size is not None and names.count(raw) + 1 <= limit:
                 return await self._by_names(thread, start, limit, slide_ms, raw, size)
         entries: list[str] = []
         seen: set[str] = set()

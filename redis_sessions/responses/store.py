@@ -46,7 +46,7 @@ from .chain import build_snapshot, check_walk, decode_chain, linked, request_inp
 from . import names
 from .memory_engine import MemoryChainEngine
 from .protocol import DEFAULT_MAX_RECORD_BYTES, UNSET, ChainEngine, SaveRequest, _Unset, new_token
-from .redis_engine import INLINE_BYTES, RedisChainEngine
+from .redis_engine import RedisChainEngine
 
 DEFAULT_TTL_SECONDS = 30 * 24 * 3600  # the Responses API keeps stored responses for 30 days
 DEFAULT_MAX_DEPTH = 64
@@ -228,7 +228,7 @@ class ChainStore:
         the item and conversation stores keep it."""
         self.replay_instructions = validate.flag(replay_instructions, "replay_instructions")
         self.timeout = validate.seconds(timeout)
-        self._memo = names.Memo(inline=INLINE_BYTES)
+        self._memo = names.Memo()
         """The chains this store resolved or saved last: for the names lists of the saves
         that follow them, and the reads by names of the resolves (:mod:`.names`)."""
 
@@ -330,7 +330,7 @@ class ChainStore:
                 return build_snapshot(previous_response_id, [root], include_incomplete=include_incomplete,
                                       replay_instructions=self.replay_instructions)
         known = self._memo.known(previous_response_id) if depth and not slide_ms else None
-        if known is not None and len(known) // 16 < depth:
+        if known is not None and names.count(known) < depth:
             by_names = await self._read_known(thread, previous_response_id, known)
             if by_names is not None:
                 return build_snapshot(previous_response_id, by_names, include_incomplete=include_incomplete,
