@@ -64,7 +64,8 @@ INLINE_BYTES = 8192
 """A chain whose records total at most this comes back inside the walk's reply (and a
 chain the store remembers is read by its names: lua/chain_known.lua), in one round trip;
 the memory engine makes the same decisions. Measured (benchmarks/bench_chain_cost.py): the
-copy through Lua costs about 1.4 us of server time per KB, while a second request costs
+copy through Lua costs about 1.4 us of server time per KB (Redis's Lua hashes every byte
+of a string it takes in: benchmarks/bench_save_parts.py), while a second request costs
 the caller a network round trip; past a few KB the copy would cost the shard more than
 the round trip saves."""
 RING_TTL_MS = 300_000
