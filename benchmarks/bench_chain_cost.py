@@ -30,7 +30,8 @@ from redis_sessions.codec import decode_session
 from redis_sessions.responses.chain import build_snapshot
 from redis_sessions.ids import thread_of
 from redis_sessions.redis_client import bounded
-from redis_sessions.responses.redis_engine import INLINE_BYTES, WALK_STEPS
+from redis_sessions.responses.protocol import INLINE_BYTES
+from redis_sessions.responses.redis_engine import WALK_STEPS
 from redis_sessions.responses.names import NAMES_MIN
 from redis_sessions.responses.store import encode_record
 
