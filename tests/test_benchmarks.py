@@ -9,7 +9,7 @@ import importlib
 from pathlib import Path
 
 import pytest
-from lupa import LuaRuntime
+from lupa.lua51 import LuaRuntime  # the Lua of Redis and of fakeredis: a second Lua in one process crashes
 
 from chains import make_store
 from redis_sessions.responses.redis_engine import _save_args
