@@ -94,6 +94,28 @@ def test_session_settings_default_to_the_sdk_default() -> None:
     assert MemorySession("s", session_settings={"limit": 2}).session_settings == SessionSettings(limit=2)
 
 
+def test_session_settings_the_sdk_refuses_are_refused_with_a_code_and_its_exception_type() -> None:
+    """A dict the SDK's own RedisSession refuses (an unknown key, found by the API fuzz
+    test) is session.input.invalid here, and a TypeError as the SDK's refusal is, on the
+    constructors and on the setter; the session's settings stay as they were."""
+    from agents.extensions.memory.redis_session import RedisSession as SdkRedisSession
+
+    bad = {"limit": 2, "k": [1]}
+    with pytest.raises(TypeError):
+        SdkRedisSession("s", redis_client=Redis(), session_settings=bad)
+    for build in (lambda: MemorySession("s", session_settings=bad),
+                  lambda: RedisSession("s", client=Redis(), session_settings=bad),
+                  lambda: RedisSession.from_url("s", url="redis://127.0.0.1:1/0", session_settings=bad)):
+        with pytest.raises(SessionError) as caught:
+            build()
+        assert caught.value.code is ErrorCode.INPUT_INVALID and isinstance(caught.value, TypeError)
+        assert "Unknown session settings: k" in str(caught.value)
+    s = MemorySession("s", session_settings={"limit": 2})
+    with expect_error(ErrorCode.INPUT_INVALID):
+        s.session_settings = bad
+    assert s.session_settings == SessionSettings(limit=2)
+
+
 # -- clients made with decode_responses=True -----------------------------------------------
 async def test_a_decode_responses_client_reads_and_writes_the_same_bytes(redis_backend: Backend,
                                                                          read_path: str) -> None:

@@ -149,12 +149,20 @@ def plausible(entry: bytes) -> bool:
 
 def coerce_settings(settings: Union["SessionSettings", dict[str, Any], None]) -> Optional["SessionSettings"]:
     """Accept SessionSettings or its dict form, as the SDK's own sessions do (None stays
-    None: the default, made on first access by :func:`default_settings`)."""
-    if isinstance(settings, dict):
+    None: the default, made on first access by :func:`default_settings`). A dict the SDK
+    refuses (an unknown key) is ``session.input.invalid``, which is a ``TypeError`` as the
+    SDK's refusal is; so is a dict without the SDK installed to read it."""
+    if not isinstance(settings, dict):
+        return settings
+    try:
         from agents.memory.session_settings import coerce_session_settings
-
+    except ImportError:
+        raise SessionError(ErrorCode.INPUT_INVALID, "session_settings as a dict needs the Agents SDK "
+                           "(openai-agents); without it, pass an object with a limit attribute") from None
+    try:
         return coerce_session_settings(settings)
-    return settings
+    except (TypeError, ValueError) as exc:
+        raise SessionError(ErrorCode.INPUT_INVALID, f"session_settings: {exc}") from None
 
 
 def default_settings() -> Optional["SessionSettings"]:
