@@ -9,6 +9,7 @@ cover what they cannot (every backend, a cluster, this package's own names).
 from __future__ import annotations
 
 import asyncio
+import sys
 from types import SimpleNamespace
 from typing import Any
 from unittest.mock import AsyncMock
@@ -114,6 +115,14 @@ def test_session_settings_the_sdk_refuses_are_refused_with_a_code_and_its_except
     with expect_error(ErrorCode.INPUT_INVALID):
         s.session_settings = bad
     assert s.session_settings == SessionSettings(limit=2)
+
+
+def test_a_settings_dict_without_the_sdk_to_read_it_is_refused_with_a_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "agents.memory.session_settings", None)  # as if not installed
+    with pytest.raises(SessionError) as caught:
+        MemorySession("s", session_settings={"limit": 2})
+    assert caught.value.code is ErrorCode.INPUT_INVALID and "openai-agents" in str(caught.value)
+    assert MemorySession("s", session_settings=SessionSettings(limit=2)).session_settings.limit == 2
 
 
 # -- clients made with decode_responses=True -----------------------------------------------
