@@ -67,6 +67,18 @@ def cut_after(source: str, line: str | None) -> str:
     return source[:eol + 1] + "do return 'ok' end\n" + source[eol + 1:]
 
 
+async def usec_per_call(r: Redis, command: str, queue: Any, last: Any) -> float:
+    """Command time per call of ``command`` (``INFO commandstats``) over CALLS calls that
+    ``queue(pipe)`` adds to one pipeline each, whose last reply must be ``last``."""
+    await r.config_resetstat()
+    pipe = r.pipeline(transaction=False)
+    for _ in range(CALLS):
+        queue(pipe)
+    replies = await pipe.execute()
+    assert replies[-1] == last, replies[-1]
+    return float((await r.info("commandstats"))[f"cmdstat_{command}"]["usec_per_call"])
+
+
 async def next_save(store: RedisResponseSessionStore, head: str, depth: int, size: int) -> tuple[str, SaveRequest]:
     """The thread and request of the save of ``head``'s next turn, after its resolve, as
     the store makes them; not run."""
@@ -106,14 +118,8 @@ async def main() -> None:
         took: dict[str, list[float]] = {name: [] for name in versions}
         for _ in range(args.rounds):
             for name, sha in versions.items():
-                await r.config_resetstat()
-                pipe = r.pipeline(transaction=False)
-                for _ in range(CALLS):
-                    pipe.restore(copy, 0, dump, replace=True)
-                    pipe.evalsha(sha, 1, copy, *argv)
-                replies = await pipe.execute()
-                assert replies[-1] == b"ok", replies[-1]
-                took[name].append((await r.info("commandstats"))["cmdstat_evalsha"]["usec_per_call"])
+                took[name].append(await usec_per_call(r, "evalsha", lambda pipe, sha=sha: (
+                    pipe.restore(copy, 0, dump, replace=True), pipe.evalsha(sha, 1, copy, *argv)), b"ok"))
         await r.delete(copy)
         print(f"### The save of a turn at depth {args.depth}, {len(request.blob):,} B record: "
               f"command time per call, warm (median of {args.rounds} rounds of {CALLS})\n")
@@ -154,16 +160,9 @@ async def passing_through(r: Redis, rounds: int) -> None:
         blob = os.urandom(size)
         best: dict[str, float] = {}
         for _ in range(rounds):
-            for command in ("evalsha", "hset"):
-                await r.config_resetstat()
-                pipe = r.pipeline(transaction=False)
-                for _ in range(CALLS):
-                    if command == "evalsha":
-                        pipe.evalsha(empty, 1, "bench-parts:arg", blob)
-                    else:
-                        pipe.hset("bench-parts:arg", "d", blob)
-                await pipe.execute()
-                us = (await r.info("commandstats"))[f"cmdstat_{command}"]["usec_per_call"]
+            for command, queue, last in (("evalsha", lambda pipe: pipe.evalsha(empty, 1, "bench-parts:arg", blob), b"ok"),
+                                         ("hset", lambda pipe: pipe.hset("bench-parts:arg", "d", blob), 0)):
+                us = await usec_per_call(r, command, queue, last)
                 best[command] = min(best.get(command, us), us)
         print(f"| {size:,} | {best['evalsha']:.2f} | {best['hset']:.2f} | {best['evalsha'] / size * 1024:.2f} |")
     await r.delete("bench-parts:arg")

@@ -57,7 +57,7 @@ async def test_the_cuts_before_the_hset_write_nothing_and_the_rest_save(redis_ba
         reply = await client.eval(parts.cut_after(source, line), 1, key, *_save_args(request))
         assert reply in (b"ok", "ok"), name
         after = await client.hgetall(key)
-        field = f"d:{request.response_id}".encode()
+        field = store.keys.data_field(request.response_id).encode()
         if at < writes_from:
             assert after == before, name
         else:
