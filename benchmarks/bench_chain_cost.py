@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import secrets
 import time
 from statistics import median
@@ -204,6 +205,16 @@ async def best_server_us(r: Redis, sides: dict[str, Any], n: int, rounds: int = 
             took[name] = min(took.get(name, (float("inf"), 0.0)), await server_us(r, calls, n))
             cpu[name].append(await CPU.us(r, calls, n))
     return {name: (*took[name], cpu[name]) for name in sides}
+
+
+_order = random.Random(11)
+
+
+def shuffled(names: Any) -> list[str]:
+    """``names`` in an order of their own for this round (seeded: runs repeat)."""
+    out = list(names)
+    _order.shuffle(out)
+    return out
 
 
 def cpu_ratio(side: list[float], floor: list[float]) -> float:
@@ -514,27 +525,32 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
                                "return redis.call('PEXPIRE', KEYS[1], ARGV[3])")
     booked = await r.script_load(LEAST_BOOKED_SAVE)
     print("Ours: the worker that served the conversation's last turn (it reads the chain by names where "
-          "it comes back inline); cold: a worker that never saw it, which walks, then saves a sibling.\n")
+          "it comes back inline); cold: a worker that never saw it, which walks, then saves the next turn. "
+          "Every side has chains of its own; the floor, touched, reads ours' right after ours.\n")
     print("| records | chain depth | turn us | floor us (HMGET + HSET + PEXPIRE) | ratio | cold turn ratio "
           "| least with a save script us (HMGET + script of HSET + PEXPIRE) | ratio "
           "| least with a save that keeps the books us | ratio "
           "| Redis CPU: turn us | floor us | ratio | cold turn ratio | least with a save script ratio "
-          "| least with a save that keeps the books ratio | our resolve + that least save ratio |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| least with a save that keeps the books ratio | our resolve + that least save ratio "
+          "| ours to the floor, touched (reading ours' records after ours) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for size, label in ((0, "0.7 KB"), (20_000, "20 KB")):
         for depth in (1, 10, 64):
-            # Each measurement has chains of its own, made for it, exactly ``depth`` deep.
-            # The sides that save through the store under a chain's tip each have a set of
-            # their own (a save there moves the tip's names list to the new record, so a
-            # second reader of the old tip would read a regeneration's chain, not a tip's);
-            # the plain sides HMGET ours' records and write a record of the same size.
+            # Each measurement has chains of its own, made for it, exactly ``depth`` deep,
+            # a set for every side: a save through the store under a chain's tip moves the
+            # tip's names list to the new record (a second reader of the old tip would read
+            # a regeneration's chain), and records a side has just read are warm in the
+            # CPU's caches for the next. The order the sets are made in, and the sides run
+            # in, is shuffled every round. Only "floor, touched" reads ours' records right
+            # after ours did, as the floor did before the eleventh day.
             n = 30  # chains per measurement and set
+            names = ("ours", "cold", "floor", "least", "booked", "read_booked")
             sets: dict[str, tuple[list[str], list[tuple[str, list[str], bytes]]]] = {
-                name: ([], []) for name in ("ours", "cold", "read_booked")}
-            heads, jobs = sets["ours"]
+                name: ([], []) for name in names}
 
             async def fresh() -> None:
-                for set_heads, set_jobs in sets.values():
+                for name in shuffled(names):
+                    set_heads, set_jobs = sets[name]
                     set_heads[:], set_jobs[:] = [], []
                     for _ in range(n):
                         ids = await chain(store, depth, size)
@@ -546,7 +562,7 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
                         await r.hset(key + ":books", mapping={f"p:{ids[-1]}": "", f"e:{ids[-1]}": leaf[:13], "L": leaf})
 
             async def turns() -> None:
-                for head in heads:
+                for head in sets["ours"][0]:
                     await store.resolve_chain(head, max_depth=5000)
                     rid = await store.new_response_id(head)
                     await store.save(sized(rid, head, depth, size))
@@ -557,19 +573,21 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
                     rid = await store.new_response_id(head)
                     await store.save(sized(rid, head, depth, size))
 
-            async def floor_turns() -> None:
-                for key, fields, blob in jobs:
-                    await r.hmget(key, fields)
-                    await r.hset(key + ":floor", "d:x", blob)
-                    await r.pexpire(key + ":floor", 86_400_000)
+            def floor_of(name: str) -> Any:
+                async def floor_turns() -> None:
+                    for key, fields, blob in sets[name][1]:
+                        await r.hmget(key, fields)
+                        await r.hset(key + ":floor", "d:x", blob)
+                        await r.pexpire(key + ":floor", 86_400_000)
+                return floor_turns
 
             async def least_turns() -> None:
-                for key, fields, blob in jobs:
+                for key, fields, blob in sets["least"][1]:
                     await r.hmget(key, fields)
                     await r.evalsha(bare, 1, key + ":floor", "d:x", blob, 86_400_000)
 
             async def booked_turns() -> None:
-                for (key, fields, blob), head in zip(jobs, heads):
+                for (key, fields, blob), head in zip(*reversed(sets["booked"])):
                     await r.hmget(key, fields)
                     await r.evalsha(booked, 1, key + ":books", f"x{secrets.token_hex(8)}", head, blob,
                                     secrets.token_hex(8), 86_400_000)
@@ -583,18 +601,20 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
                     await r.evalsha(booked, 1, key + ":books", f"y{secrets.token_hex(8)}", head, blob,
                                     secrets.token_hex(8), 86_400_000)
 
-            sides = {"ours": turns, "cold": cold_turns, "floor": floor_turns, "least": least_turns,
-                     "booked": booked_turns, "read_booked": read_booked_turns}
+            sides = {"ours": turns, "cold": cold_turns, "floor": floor_of("floor"), "least": least_turns,
+                     "booked": booked_turns, "read_booked": read_booked_turns, "floor_touched": floor_of("ours")}
             took = dict.fromkeys(sides, float("inf"))
             cpu: dict[str, list[float]] = {name: [] for name in sides}
-            for _ in range(5):  # best of 5 alternating rounds (CPU: medians of per-round ratios)
+            for _ in range(5):  # best of 5 rounds (CPU: medians of per-round ratios)
                 for measured in ("time", "cpu"):
                     await fresh()
-                    for name, batch in sides.items():
+                    order = shuffled(names)
+                    order.insert(order.index("ours") + 1, "floor_touched")
+                    for name in order:
                         if measured == "time":
-                            took[name] = min(took[name], (await server_us(r, batch, 1))[0] / n)
+                            took[name] = min(took[name], (await server_us(r, sides[name], 1))[0] / n)
                         else:
-                            cpu[name].append(await CPU.us(r, batch, 1) / n)
+                            cpu[name].append(await CPU.us(r, sides[name], 1) / n)
                     await r.delete(*[k + suffix for _, set_jobs in sets.values() for k, _, _ in set_jobs
                                      for suffix in ("", ":floor", ":books")])
             ours, floor, least, books = took["ours"], took["floor"], took["least"], took["booked"]
@@ -603,7 +623,8 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
                   f"{median(cpu['floor']):,.1f} | {cpu_ratio(cpu['ours'], cpu['floor']):.2f}x | "
                   f"{cpu_ratio(cpu['cold'], cpu['floor']):.2f}x | "
                   f"{cpu_ratio(cpu['least'], cpu['floor']):.2f}x | {cpu_ratio(cpu['booked'], cpu['floor']):.2f}x | "
-                  f"{cpu_ratio(cpu['read_booked'], cpu['floor']):.2f}x |")
+                  f"{cpu_ratio(cpu['read_booked'], cpu['floor']):.2f}x | "
+                  f"{cpu_ratio(cpu['ours'], cpu['floor_touched']):.2f}x |")
     print()
 
 
