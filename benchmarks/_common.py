@@ -9,6 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Awaitable, Callable, Iterator
 
+from redis.asyncio import Redis
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from servers import StandaloneServer  # noqa: E402
@@ -31,6 +33,16 @@ def redis_url(url: str | None) -> Iterator[str]:
         yield server.url
     finally:
         server.close()
+
+
+async def logging_client(url: str, entries: int) -> Redis:
+    """A client for a benchmark that reads SLOWLOG: the server logs every command (up to
+    ``entries`` kept), and the client waits up to 120 s for a reply (a whole SLOWLOG,
+    parsed in Python on a loaded machine, took longer than redis-py's default 5 s)."""
+    r = Redis.from_url(url, socket_timeout=120)
+    await r.config_set("slowlog-log-slower-than", 0)
+    await r.config_set("slowlog-max-len", entries)
+    return r
 
 
 async def ops_per_second(op: Callable[[int], Awaitable[object]], n: int) -> float:

@@ -25,7 +25,7 @@ from typing import Any
 import msgspec
 from redis.asyncio import Redis
 
-from _common import parser, redis_url
+from _common import logging_client, parser, redis_url
 from redis_sessions import RedisResponseSessionStore, StoredResponseSession
 from redis_sessions.codec import decode_session
 from redis_sessions.responses.chain import build_snapshot
@@ -747,11 +747,7 @@ async def longest_hold(r: Redis, url: str) -> None:
 async def main() -> None:
     args = parser(__doc__ or "").parse_args()
     with redis_url(args.url) as url:
-        # The benchmark's own client reads SLOWLOG whole (up to 100,000 entries, parsed in
-        # Python): on a loaded machine that took more than redis-py's default 5 s timeout.
-        r = Redis.from_url(url, socket_timeout=120)
-        await r.config_set("slowlog-log-slower-than", 0)
-        await r.config_set("slowlog-max-len", 100_000)
+        r = await logging_client(url, 100_000)
         global CPU
         CPU = await ServerCpu.of(r)
         store = RedisResponseSessionStore(r, key_prefix="bench", max_depth=5000)

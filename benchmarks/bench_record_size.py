@@ -21,8 +21,8 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from _common import parser, redis_url
-from bench_chain_cost import sized
+from _common import logging_client, parser, redis_url
+from bench_chain_cost import server_us, sized
 from redis_sessions import RedisResponseSessionStore, RedisSession
 
 MIB = 1024 * 1024
@@ -30,11 +30,8 @@ SIZES = (0.25, 0.5, 1, 2, 4, 8, 16, 32)
 
 
 async def longest(r: Redis, call: Any) -> int:
-    """The longest command ``call`` made, in us (SLOWLOG, which logs a script's inner
-    commands too, each inside the script's own entry)."""
-    await r.slowlog_reset()
-    await call()
-    return max(entry["duration"] for entry in await r.slowlog_get(10_000))
+    """The longest command ``call`` sent, in us (SLOWLOG: a script's inner commands inside it)."""
+    return int((await server_us(r, call, 1))[1])
 
 
 def span(values: list[int]) -> str:
@@ -88,9 +85,7 @@ async def items(r: Redis) -> None:
 async def main() -> None:
     args = parser(__doc__ or "").parse_args()
     with redis_url(args.url) as url:
-        r = Redis.from_url(url, socket_timeout=120)
-        await r.config_set("slowlog-log-slower-than", 0)
-        await r.config_set("slowlog-max-len", 10_000)
+        r = await logging_client(url, 10_000)
         info = await r.info("server")
         print(f"Server: {'valkey' if 'valkey_version' in info else 'redis'} "
               f"{info.get('valkey_version', info.get('redis_version'))}\n")
