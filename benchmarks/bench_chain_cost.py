@@ -561,17 +561,14 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
                         leaf = f"{int(time.time() * 1000) + 86_400_000:013d} {ids[-1]}\n"
                         await r.hset(key + ":books", mapping={f"p:{ids[-1]}": "", f"e:{ids[-1]}": leaf[:13], "L": leaf})
 
-            async def turns() -> None:
-                for head in sets["ours"][0]:
-                    await store.resolve_chain(head, max_depth=5000)
-                    rid = await store.new_response_id(head)
-                    await store.save(sized(rid, head, depth, size))
-
-            async def cold_turns() -> None:
-                for head in sets["cold"][0]:
-                    await cold_resolve(store, head)
-                    rid = await store.new_response_id(head)
-                    await store.save(sized(rid, head, depth, size))
+            def store_turns(name: str, resolve: Any) -> Any:
+                """Turns through the store: ``resolve`` the tip, then save the next turn."""
+                async def batch() -> None:
+                    for head in sets[name][0]:
+                        await resolve(head)
+                        rid = await store.new_response_id(head)
+                        await store.save(sized(rid, head, depth, size))
+                return batch
 
             def floor_of(name: str) -> Any:
                 async def floor_turns() -> None:
@@ -586,23 +583,26 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
                     await r.hmget(key, fields)
                     await r.evalsha(bare, 1, key + ":floor", "d:x", blob, 86_400_000)
 
-            async def booked_turns() -> None:
-                for (key, fields, blob), head in zip(*reversed(sets["booked"])):
-                    await r.hmget(key, fields)
-                    await r.evalsha(booked, 1, key + ":books", f"x{secrets.token_hex(8)}", head, blob,
-                                    secrets.token_hex(8), 86_400_000)
+            def booked_of(name: str, by_store: bool) -> Any:
+                """The sketch's save into a copy of the books, after the floor's HMGET, or
+                (``by_store``) after ours' read: the least one-round-trip read that learns the
+                records' size before it copies them (the 5 ms bound), so how near a turn that
+                keeps both comes, whatever its save spends."""
+                async def batch() -> None:
+                    heads, jobs = sets[name]
+                    for (key, fields, blob), head in zip(jobs, heads):
+                        if by_store:
+                            await store.resolve_chain(head, max_depth=5000)
+                        else:
+                            await r.hmget(key, fields)
+                        await r.evalsha(booked, 1, key + ":books", f"x{secrets.token_hex(8)}", head, blob,
+                                        secrets.token_hex(8), 86_400_000)
+                return batch
 
-            async def read_booked_turns() -> None:
-                # ours' read (the least one-round-trip read that learns the records' size
-                # before it copies them: the 5 ms bound) with the sketch's save, into a copy
-                # of the books: how near a turn that keeps both comes, whatever its save spends
-                for (key, _, blob), head in zip(*reversed(sets["read_booked"])):
-                    await store.resolve_chain(head, max_depth=5000)
-                    await r.evalsha(booked, 1, key + ":books", f"y{secrets.token_hex(8)}", head, blob,
-                                    secrets.token_hex(8), 86_400_000)
-
-            sides = {"ours": turns, "cold": cold_turns, "floor": floor_of("floor"), "least": least_turns,
-                     "booked": booked_turns, "read_booked": read_booked_turns, "floor_touched": floor_of("ours")}
+            sides = {"ours": store_turns("ours", lambda head: store.resolve_chain(head, max_depth=5000)),
+                     "cold": store_turns("cold", lambda head: cold_resolve(store, head)),
+                     "floor": floor_of("floor"), "least": least_turns, "booked": booked_of("booked", False),
+                     "read_booked": booked_of("read_booked", True), "floor_touched": floor_of("ours")}
             took = dict.fromkeys(sides, float("inf"))
             cpu: dict[str, list[float]] = {name: [] for name in sides}
             for _ in range(5):  # best of 5 rounds (CPU: medians of per-round ratios)
