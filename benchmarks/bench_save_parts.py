@@ -12,6 +12,10 @@ commands included, with the caches warm. The same save inside single turns (a re
 then the save, as a gateway's worker makes them) is shown after, from SLOWLOG: there
 the interpreter works from cold caches.
 
+Beside them, the whole save as a Redis Function (``FUNCTION LOAD`` once, then ``FCALL``):
+its libraries' definitions then run once, when the library is loaded, not on every call as
+they do in front of a script (:mod:`redis_sessions.scripts`). The library is deleted after.
+
 Last, what a record costs a script only by passing through it: an EVALSHA of a script
 that returns at once, given the record as its argument, against the HSET that writes
 it, by size. Every string that enters Redis's Lua is interned, and Redis's Lua hashes
@@ -51,6 +55,19 @@ CUTS = (
     ("+ the HSET", "local added = redis.call('HSET', key, unpack(args))"),
     ("the whole save (+ HDEL, PEXPIRE)", ""),
 )
+
+
+LIBRARY = "redis_sessions_bench_parts"
+"""The Function library the benchmark loads, and deletes once it is done."""
+
+
+def as_function(source: str) -> str:
+    """The whole save as a Redis Function library: the libraries in front of the save
+    become the library's own code, run once at ``FUNCTION LOAD``; the save's lines, the
+    function's body (``KEYS`` and ``ARGV`` its arguments)."""
+    at = source.rindex("local reply, st = save_check")
+    return (f"#!lua name={LIBRARY}\n{source[:at]}\n"
+            f"redis.register_function('{LIBRARY}', function(KEYS, ARGV)\n{source[at:]}\nend)\n")
 
 
 def cut_after(source: str, line: str | None) -> str:
@@ -115,11 +132,18 @@ async def main() -> None:
         source = script("chain_save").source
         versions = {name: await r.script_load(cut_after(source, line)) for name, line in CUTS}
         argv = _save_args(request)
-        took: dict[str, list[float]] = {name: [] for name in versions}
-        for _ in range(args.rounds):
-            for name, sha in versions.items():
-                took[name].append(await usec_per_call(r, "evalsha", lambda pipe, sha=sha: (
-                    pipe.restore(copy, 0, dump, replace=True), pipe.evalsha(sha, 1, copy, *argv)), b"ok"))
+        await r.function_load(as_function(source), replace=True)
+        function = "the whole save as a Redis Function (FCALL)"
+        took: dict[str, list[float]] = {name: [] for name in (*versions, function)}
+        try:
+            for _ in range(args.rounds):
+                for name, sha in versions.items():
+                    took[name].append(await usec_per_call(r, "evalsha", lambda pipe, sha=sha: (
+                        pipe.restore(copy, 0, dump, replace=True), pipe.evalsha(sha, 1, copy, *argv)), b"ok"))
+                took[function].append(await usec_per_call(r, "fcall", lambda pipe: (
+                    pipe.restore(copy, 0, dump, replace=True), pipe.fcall(LIBRARY, 1, copy, *argv)), b"ok"))
+        finally:
+            await r.function_delete(LIBRARY)
         await r.delete(copy)
         print(f"### The save of a turn at depth {args.depth}, {len(request.blob):,} B record: "
               f"command time per call, warm (median of {args.rounds} rounds of {CALLS})\n")
@@ -130,6 +154,8 @@ async def main() -> None:
             us = median(took[name])
             print(f"| {name} | {us:.2f} | {us - before:+.2f} |")
             before = us
+        us = median(took[function])
+        print(f"| {function} | {us:.2f} | {us - before:+.2f} against the script |")
         # The same save inside turns: a resolve, then the save, one turn at a time.
         logged = (await r.config_get("slowlog-log-slower-than"))["slowlog-log-slower-than"]
         await r.config_set("slowlog-log-slower-than", 0)
