@@ -35,6 +35,7 @@ from redis_sessions.responses.protocol import INLINE_BYTES
 from redis_sessions.responses.redis_engine import WALK_STEPS
 from redis_sessions.responses.names import NAMES_MIN
 from redis_sessions.responses.store import encode_record
+from redis_sessions.scripts import script
 
 from bench_responses import record
 
@@ -103,6 +104,30 @@ return 'ok'
 """
 """The turn table's least save that keeps the books: what the books themselves cost a
 save, against what ours spends around them."""
+
+
+SAVE_FUNCTION = "redis_sessions_bench_save"
+"""The Redis Function library (and its one function) of the save as a Function, which a
+benchmark loads and deletes once it is done."""
+
+
+def save_as_function() -> str:
+    """The store's save (lua/chain_save.lua and its libraries) as a Redis Function library:
+    the libraries in front of the save become the library's own code, run once at
+    ``FUNCTION LOAD``, where in front of a script they run on every call; the save's own
+    lines are the function's body (``KEYS`` and ``ARGV`` its arguments)."""
+    source = script("chain_save").source
+    at = source.rindex("local reply, st = save_check")
+    return (f"#!lua name={SAVE_FUNCTION}\n{source[:at]}\n"
+            f"redis.register_function('{SAVE_FUNCTION}', function(KEYS, ARGV)\n{source[at:]}\nend)\n")
+
+
+class SaveByFunction:
+    """Stands in for a store's save script: the same keys and arguments, sent as an
+    ``FCALL`` of :data:`SAVE_FUNCTION` (loaded by the caller)."""
+
+    async def __call__(self, client: Redis, keys: list[str], args: list[Any]) -> Any:
+        return await client.fcall(SAVE_FUNCTION, len(keys), *keys, *args)
 
 
 def sized(rid: str, parent: str | None, i: int, size: int) -> StoredResponseSession:
@@ -524,16 +549,32 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
     bare = await r.script_load("redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) "
                                "return redis.call('PEXPIRE', KEYS[1], ARGV[3])")
     booked = await r.script_load(LEAST_BOOKED_SAVE)
+    # Ours with its save made a Redis Function: a store of its own (its own memo of the
+    # chains it served), whose engine sends the save's keys and arguments as an FCALL.
+    await r.function_load(save_as_function(), replace=True)
+    by_function = RedisResponseSessionStore(r, key_prefix="bench", max_depth=5000)
+    by_function.engine._save = SaveByFunction()  # type: ignore[attr-defined]
+    try:
+        await _turn_table(r, store, by_function, bare, booked)
+    finally:
+        await r.function_delete(SAVE_FUNCTION)
+
+
+async def _turn_table(r: Redis, store: RedisResponseSessionStore, by_function: RedisResponseSessionStore,
+                      bare: str, booked: str) -> None:
     print("Ours: the worker that served the conversation's last turn (it reads the chain by names where "
           "it comes back inline); cold: a worker that never saw it, which walks, then saves the next turn. "
-          "Every side has chains of its own; the floor, touched, reads ours' right after ours.\n")
+          "Every side has chains of its own; the floor, touched, reads ours' right after ours. "
+          "The last column is ours with its save loaded once as a Redis Function and called with FCALL, "
+          "its libraries defined at load rather than on every call.\n")
     print("| records | chain depth | turn us | floor us (HMGET + HSET + PEXPIRE) | ratio | cold turn ratio "
           "| least with a save script us (HMGET + script of HSET + PEXPIRE) | ratio "
           "| least with a save that keeps the books us | ratio "
           "| Redis CPU: turn us | floor us | ratio | cold turn ratio | least with a save script ratio "
           "| least with a save that keeps the books ratio | our resolve + that least save ratio "
-          "| ours to the floor, touched (reading ours' records after ours) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| ours to the floor, touched (reading ours' records after ours) "
+          "| ours with its save a Redis Function (FCALL) ratio |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for size, label in ((0, "0.7 KB"), (20_000, "20 KB")):
         for depth in (1, 10, 64):
             # Each measurement has chains of its own, made for it, exactly ``depth`` deep,
@@ -544,7 +585,7 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
             # in, is shuffled every round. Only "floor, touched" reads ours' records right
             # after ours did, as the floor did before the eleventh day.
             n = 30  # chains per measurement and set
-            names = ("ours", "cold", "floor", "least", "booked", "read_booked")
+            names = ("ours", "cold", "floor", "least", "booked", "read_booked", "function")
             sets: dict[str, tuple[list[str], list[tuple[str, list[str], bytes]]]] = {
                 name: ([], []) for name in names}
 
@@ -553,7 +594,7 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
                     set_heads, set_jobs = sets[name]
                     set_heads[:], set_jobs[:] = [], []
                     for _ in range(n):
-                        ids = await chain(store, depth, size)
+                        ids = await chain(by_function if name == "function" else store, depth, size)
                         key = f"bench:{{{thread_of(ids[-1])}}}:chain"
                         set_heads.append(ids[-1])
                         set_jobs.append((key, [f"d:{x}" for x in ids], encode_record(sized(ids[-1], None, 0, size))))
@@ -561,13 +602,13 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
                         leaf = f"{int(time.time() * 1000) + 86_400_000:013d} {ids[-1]}\n"
                         await r.hset(key + ":books", mapping={f"p:{ids[-1]}": "", f"e:{ids[-1]}": leaf[:13], "L": leaf})
 
-            def store_turns(name: str, resolve: Any) -> Any:
-                """Turns through the store: ``resolve`` the tip, then save the next turn."""
+            def store_turns(name: str, resolve: Any, via: RedisResponseSessionStore = store) -> Any:
+                """Turns through the store ``via``: ``resolve`` the tip, then save the next turn."""
                 async def batch() -> None:
                     for head in sets[name][0]:
                         await resolve(head)
-                        rid = await store.new_response_id(head)
-                        await store.save(sized(rid, head, depth, size))
+                        rid = await via.new_response_id(head)
+                        await via.save(sized(rid, head, depth, size))
                 return batch
 
             def floor_of(name: str) -> Any:
@@ -602,7 +643,9 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
             sides = {"ours": store_turns("ours", lambda head: store.resolve_chain(head, max_depth=5000)),
                      "cold": store_turns("cold", lambda head: cold_resolve(store, head)),
                      "floor": floor_of("floor"), "least": least_turns, "booked": booked_of("booked", False),
-                     "read_booked": booked_of("read_booked", True), "floor_touched": floor_of("ours")}
+                     "read_booked": booked_of("read_booked", True), "floor_touched": floor_of("ours"),
+                     "function": store_turns("function", lambda head: by_function.resolve_chain(head, max_depth=5000),
+                                             by_function)}
             took = dict.fromkeys(sides, float("inf"))
             cpu: dict[str, list[float]] = {name: [] for name in sides}
             for _ in range(5):  # best of 5 rounds (CPU: medians of per-round ratios)
@@ -624,7 +667,8 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
                   f"{cpu_ratio(cpu['cold'], cpu['floor']):.2f}x | "
                   f"{cpu_ratio(cpu['least'], cpu['floor']):.2f}x | {cpu_ratio(cpu['booked'], cpu['floor']):.2f}x | "
                   f"{cpu_ratio(cpu['read_booked'], cpu['floor']):.2f}x | "
-                  f"{cpu_ratio(cpu['ours'], cpu['floor_touched']):.2f}x |")
+                  f"{cpu_ratio(cpu['ours'], cpu['floor_touched']):.2f}x | "
+                  f"{cpu_ratio(cpu['function'], cpu['floor']):.2f}x |")
     print()
 
 

@@ -34,7 +34,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from _common import parser, redis_url
-from bench_chain_cost import chain, sized
+from bench_chain_cost import SAVE_FUNCTION, chain, save_as_function, sized
 from redis_sessions import RedisResponseSessionStore
 from redis_sessions.responses.protocol import SaveRequest
 from redis_sessions.responses.redis_engine import _save_args
@@ -55,19 +55,6 @@ CUTS = (
     ("+ the HSET", "local added = redis.call('HSET', key, unpack(args))"),
     ("the whole save (+ HDEL, PEXPIRE)", ""),
 )
-
-
-LIBRARY = "redis_sessions_bench_parts"
-"""The Function library the benchmark loads, and deletes once it is done."""
-
-
-def as_function(source: str) -> str:
-    """The whole save as a Redis Function library: the libraries in front of the save
-    become the library's own code, run once at ``FUNCTION LOAD``; the save's lines, the
-    function's body (``KEYS`` and ``ARGV`` its arguments)."""
-    at = source.rindex("local reply, st = save_check")
-    return (f"#!lua name={LIBRARY}\n{source[:at]}\n"
-            f"redis.register_function('{LIBRARY}', function(KEYS, ARGV)\n{source[at:]}\nend)\n")
 
 
 def cut_after(source: str, line: str | None) -> str:
@@ -132,7 +119,7 @@ async def main() -> None:
         source = script("chain_save").source
         versions = {name: await r.script_load(cut_after(source, line)) for name, line in CUTS}
         argv = _save_args(request)
-        await r.function_load(as_function(source), replace=True)
+        await r.function_load(save_as_function(), replace=True)
         function = "the whole save as a Redis Function (FCALL)"
         took: dict[str, list[float]] = {name: [] for name in (*versions, function)}
         try:
@@ -141,9 +128,9 @@ async def main() -> None:
                     took[name].append(await usec_per_call(r, "evalsha", lambda pipe, sha=sha: (
                         pipe.restore(copy, 0, dump, replace=True), pipe.evalsha(sha, 1, copy, *argv)), b"ok"))
                 took[function].append(await usec_per_call(r, "fcall", lambda pipe: (
-                    pipe.restore(copy, 0, dump, replace=True), pipe.fcall(LIBRARY, 1, copy, *argv)), b"ok"))
+                    pipe.restore(copy, 0, dump, replace=True), pipe.fcall(SAVE_FUNCTION, 1, copy, *argv)), b"ok"))
         finally:
-            await r.function_delete(LIBRARY)
+            await r.function_delete(SAVE_FUNCTION)
         await r.delete(copy)
         print(f"### The save of a turn at depth {args.depth}, {len(request.blob):,} B record: "
               f"command time per call, warm (median of {args.rounds} rounds of {CALLS})\n")
