@@ -62,3 +62,42 @@ async def test_the_cuts_before_the_hset_write_nothing_and_the_rest_save(redis_ba
             assert after == before, name
         else:
             assert field not in before and after[field] == request.blob, name
+
+
+# The fields a save writes from the server's clock: the last write's stamp (w, and in m),
+# a new leaf's deadline (e:<id>) and the leaf index that orders leaves by deadline (L).
+_CLOCKED = (b"w", b"m", b"L")
+
+
+def _unclocked(fields: dict) -> dict:
+    return {k: v for k, v in fields.items() if k not in _CLOCKED and not k.startswith(b"e:")}
+
+
+async def test_the_save_as_a_function_is_the_save_script(redis_backend):
+    """What the benchmarks time as a Redis Function is the store's save: from the same
+    thread, the same keys and arguments leave the same fields, whether they go to the
+    script (EVAL) or to the Function (FCALL), but for the fields the server's clock stamps,
+    which a differential of two calls cannot hold equal (their names must still match)."""
+    parts = importlib.import_module("bench_save_parts")
+    cost = importlib.import_module("bench_chain_cost")
+    client = redis_backend.client
+    store = make_store(redis_backend)
+    ids = await cost.chain(store, 10, 0)
+    thread, request = await parts.next_save(store, ids[-1], 10, 0)
+    key = store.keys.thread(thread)
+    copy = key + ":as-function"  # the same hash tag: the same slot, and node, as the thread
+    before = await client.hgetall(key)
+    await client.hset(copy, mapping=before)
+    await client.function_load(cost.save_as_function(), replace=True)
+    try:
+        args = _save_args(request)
+        assert await client.eval(script("chain_save").source, 1, key, *args) in (b"ok", "ok")
+        assert await client.fcall(cost.SAVE_FUNCTION, 1, copy, *args) in (b"ok", "ok")
+        by_script, by_function = await client.hgetall(key), await client.hgetall(copy)
+        assert by_script != before  # the save wrote
+        assert set(by_function) == set(by_script)
+        assert _unclocked(by_function) == _unclocked(by_script)
+        assert by_function[store.keys.data_field(request.response_id).encode()] == request.blob
+    finally:
+        await client.function_delete(cost.SAVE_FUNCTION)
+        await client.delete(copy)
