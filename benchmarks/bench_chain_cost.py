@@ -19,8 +19,9 @@ import json
 import random
 import secrets
 import time
+from contextlib import asynccontextmanager
 from statistics import median
-from typing import Any
+from typing import Any, AsyncIterator
 
 import msgspec
 from redis.asyncio import Redis
@@ -120,6 +121,16 @@ def save_as_function() -> str:
     at = source.rindex("local reply, st = save_check")
     return (f"#!lua name={SAVE_FUNCTION}\n{source[:at]}\n"
             f"redis.register_function('{SAVE_FUNCTION}', function(KEYS, ARGV)\n{source[at:]}\nend)\n")
+
+
+@asynccontextmanager
+async def save_function(r: Any) -> AsyncIterator[None]:
+    """:func:`save_as_function` loaded on ``r``'s server for the block, deleted after it."""
+    await r.function_load(save_as_function(), replace=True)
+    try:
+        yield
+    finally:
+        await r.function_delete(SAVE_FUNCTION)
 
 
 class SaveByFunction:
@@ -551,13 +562,10 @@ async def turn_cost(r: Redis, store: RedisResponseSessionStore) -> None:
     booked = await r.script_load(LEAST_BOOKED_SAVE)
     # Ours with its save made a Redis Function: a store of its own (its own memo of the
     # chains it served), whose engine sends the save's keys and arguments as an FCALL.
-    await r.function_load(save_as_function(), replace=True)
     by_function = RedisResponseSessionStore(r, key_prefix="bench", max_depth=5000)
     by_function.engine._save = SaveByFunction()  # type: ignore[attr-defined]
-    try:
+    async with save_function(r):
         await _turn_table(r, store, by_function, bare, booked)
-    finally:
-        await r.function_delete(SAVE_FUNCTION)
 
 
 async def _turn_table(r: Redis, store: RedisResponseSessionStore, by_function: RedisResponseSessionStore,

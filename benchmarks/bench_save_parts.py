@@ -34,7 +34,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from _common import parser, redis_url
-from bench_chain_cost import SAVE_FUNCTION, chain, save_as_function, sized
+from bench_chain_cost import SAVE_FUNCTION, chain, save_function, sized
 from redis_sessions import RedisResponseSessionStore
 from redis_sessions.responses.protocol import SaveRequest
 from redis_sessions.responses.redis_engine import _save_args
@@ -119,18 +119,15 @@ async def main() -> None:
         source = script("chain_save").source
         versions = {name: await r.script_load(cut_after(source, line)) for name, line in CUTS}
         argv = _save_args(request)
-        await r.function_load(save_as_function(), replace=True)
         function = "the whole save as a Redis Function (FCALL)"
         took: dict[str, list[float]] = {name: [] for name in (*versions, function)}
-        try:
+        async with save_function(r):
             for _ in range(args.rounds):
                 for name, sha in versions.items():
                     took[name].append(await usec_per_call(r, "evalsha", lambda pipe, sha=sha: (
                         pipe.restore(copy, 0, dump, replace=True), pipe.evalsha(sha, 1, copy, *argv)), b"ok"))
                 took[function].append(await usec_per_call(r, "fcall", lambda pipe: (
                     pipe.restore(copy, 0, dump, replace=True), pipe.fcall(SAVE_FUNCTION, 1, copy, *argv)), b"ok"))
-        finally:
-            await r.function_delete(SAVE_FUNCTION)
         await r.delete(copy)
         print(f"### The save of a turn at depth {args.depth}, {len(request.blob):,} B record: "
               f"command time per call, warm (median of {args.rounds} rounds of {CALLS})\n")

@@ -88,16 +88,15 @@ async def test_the_save_as_a_function_is_the_save_script(redis_backend):
     copy = key + ":as-function"  # the same hash tag: the same slot, and node, as the thread
     before = await client.hgetall(key)
     await client.hset(copy, mapping=before)
-    await client.function_load(cost.save_as_function(), replace=True)
     try:
-        args = _save_args(request)
-        assert await client.eval(script("chain_save").source, 1, key, *args) in (b"ok", "ok")
-        assert await client.fcall(cost.SAVE_FUNCTION, 1, copy, *args) in (b"ok", "ok")
-        by_script, by_function = await client.hgetall(key), await client.hgetall(copy)
-        assert by_script != before  # the save wrote
-        assert set(by_function) == set(by_script)
-        assert _unclocked(by_function) == _unclocked(by_script)
-        assert by_function[store.keys.data_field(request.response_id).encode()] == request.blob
+        async with cost.save_function(client):
+            args = _save_args(request)
+            assert await client.eval(script("chain_save").source, 1, key, *args) in (b"ok", "ok")
+            assert await client.fcall(cost.SAVE_FUNCTION, 1, copy, *args) in (b"ok", "ok")
+            by_script, by_function = await client.hgetall(key), await client.hgetall(copy)
+            assert by_script != before  # the save wrote
+            assert set(by_function) == set(by_script)
+            assert _unclocked(by_function) == _unclocked(by_script)
+            assert by_function[store.keys.data_field(request.response_id).encode()] == request.blob
     finally:
-        await client.function_delete(cost.SAVE_FUNCTION)
         await client.delete(copy)
