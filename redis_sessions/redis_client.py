@@ -165,8 +165,10 @@ def _sentinel_client(parts: SplitResult, options: dict[str, Any]) -> Redis:
     if master_url.startswith("rediss"):
         from_query["ssl"] = True
     options = {**options, **from_query}
-    timeouts = {name: options[name] for name in ("socket_timeout", "socket_connect_timeout", "retry") if name in options}
-    manager = Sentinel(sentinels, sentinel_kwargs={**timeouts, **sentinel_auth})  # type: ignore[no-untyped-call]
+    timeouts: dict[str, Any] = {name: options[name] for name in ("socket_timeout", "socket_connect_timeout", "retry")
+                                if name in options}
+    # unused-ignore: the mypy releases that type Sentinel's call need no ignore; older ones do.
+    manager = Sentinel(sentinels, sentinel_kwargs={**timeouts, **sentinel_auth})  # type: ignore[no-untyped-call, unused-ignore]
     try:
         client = cast(Redis, manager.master_for(service, redis_class=_SentinelMaster, **options))
         client.connection_pool.make_connection()  # type: ignore[no-untyped-call]  # an unknown option fails here
