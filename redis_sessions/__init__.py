@@ -6,12 +6,12 @@ from .conversations import (
     ConversationDeleted,
     ConversationItemList,
     ConversationStore,
-    MemoryConversationStore,
     RedisConversationStore,
 )
 from .errors import ErrorCode, SessionError
 from .ids import new_response_id, validate_id
-from .items import CompactionSession, MemorySession, RedisSession
+from .items import CompactionSession, RedisSession
+from .memory import MemoryConversationStore, MemoryResponseSessionStore, MemorySession
 from .models import (
     ResponseSessionSnapshot,
     StoredResponseRequestSnapshot,
@@ -20,7 +20,6 @@ from .models import (
 )
 from .responses import (
     UNSET,
-    MemoryResponseSessionStore,
     RedisResponseSessionStore,
     ResponseSessionStore,
 )

@@ -8,12 +8,13 @@ from typing import Any, Literal, Optional
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .conversations import ConversationStore, MemoryConversationStore, RedisConversationStore
+from .conversations import ConversationStore, RedisConversationStore
 from .errors import ErrorCode, SessionError
 from .ids import validate_id
-from .items import ItemSession, MemorySession, RedisSession
+from .items import ItemSession, RedisSession
 from .items.base import MAX_BATCH_BYTES
 from .keys import DEFAULT_PREFIX
+from .memory import MemoryConversationStore, MemoryResponseSessionStore, MemorySession
 from .redis_client import DEFAULT_TIMEOUT
 from .replication import DEFAULT_ACK_TIMEOUT, MAX_REPLICA_ACKS
 from .responses.protocol import DEFAULT_MAX_RECORD_BYTES
@@ -21,7 +22,6 @@ from .responses.store import (
     DEFAULT_MAX_DEPTH,
     DEFAULT_TTL_SECONDS,
     ChainStore,
-    MemoryResponseSessionStore,
     RedisResponseSessionStore,
 )
 

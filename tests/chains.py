@@ -7,7 +7,6 @@ from typing import Any
 from redis.asyncio import Redis
 
 from redis_sessions import (
-    MemoryResponseSessionStore,
     RedisResponseSessionStore,
     StoredResponseRequestSnapshot,
     StoredResponseSession,
@@ -17,13 +16,7 @@ from redis_sessions.responses import ChainStore
 
 
 def make_store(backend: Any, **options: Any) -> ChainStore:
-    """A store on ``backend``; on memory, every store of one test shares one engine,
-    as every store of one test shares one server elsewhere."""
-    if backend.client is None:
-        store = MemoryResponseSessionStore(key_prefix=backend.prefix, clock=backend.clock, **options)
-        shared = backend.__dict__.setdefault("memory_engine", store.engine)
-        store.engine = shared
-        return store
+    """A store on ``backend``'s server and prefix."""
     return RedisResponseSessionStore(backend.client, key_prefix=backend.prefix, **options)
 
 
@@ -150,12 +143,7 @@ async def plant(backend: Any, store: ChainStore, thread: str, records: dict[str,
         fields[store.keys.parent_field(rid)] = parent
         if blob is not None:
             fields[store.keys.data_field(rid)] = blob
-    if backend.client is None:
-        from redis_sessions.responses.memory_engine import _Entry
-
-        store.engine.threads.setdefault(thread, _Entry()).fields.update(fields)  # type: ignore[attr-defined]
-    else:
-        await backend.client.hset(store.keys.thread(thread), mapping=fields)
+    await backend.client.hset(store.keys.thread(thread), mapping=fields)
 
 
 async def readable(store: ChainStore, ids: list[str]) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """One dictionary of backends, turned into fixtures every behaviour test runs on.
 
-``backend`` is parametrized over memory, fakeredis, a real redis-server and a
-real 3-master Redis Cluster; the real ones carry the ``real`` marker
+``backend`` is parametrized over fakeredis (in process: what memory mode runs,
+:mod:`redis_sessions.memory`), a real redis-server and a real 3-master Redis
+Cluster; the real ones carry the ``real`` marker
 (``-m "not real"`` deselects them on a laptop without redis-server). Each test
 gets its own key prefix, so tests never see each other's keys and no server is
 ever flushed. Where redis-server is missing the real backends skip with a
@@ -23,7 +24,6 @@ from servers import REDIS_CLI, REDIS_SERVER, ClusterServer, StandaloneServer
 IN_CI = os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
 
 BACKENDS: dict[str, list[pytest.MarkDecorator]] = {
-    "memory": [],
     "fakeredis": [],
     "redis": [pytest.mark.real],
     "cluster": [pytest.mark.real],
@@ -67,7 +67,7 @@ class Backend:
 
     name: str
     prefix: str
-    client: Any = None  # a redis-py asyncio client (None for memory)
+    client: Any = None  # a redis-py asyncio client
     clock: FakeClock = field(default_factory=FakeClock)
     url: str | None = None
     server: Any = None
@@ -79,9 +79,6 @@ class Backend:
 
 async def make_backend(name: str, request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
     prefix = f"t{uuid.uuid4().hex[:10]}"
-    if name == "memory":
-        yield Backend(name, prefix)
-        return
     if name == "fakeredis":
         import fakeredis
 
@@ -124,9 +121,10 @@ async def real_backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]
         yield b
 
 
-@pytest.fixture(params=backend_params(["memory", "fakeredis"]))
+@pytest.fixture(params=backend_params(["fakeredis"]))
 async def clocked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Backend]:
-    """A backend whose expiry follows ``backend.clock``, started at the real time.
+    """A backend whose expiry follows ``backend.clock``, started at the real time: the
+    fake server's clock (memory mode's too), so time moves for the scripts themselves.
 
     fakeredis reads ``time.time()`` through its own modules when it sets and
     checks expiry; pointing those at the FakeClock is the one place the tests
@@ -141,11 +139,10 @@ async def clocked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
 
     async for b in make_backend(request.param, request):
         b.clock.now = time.time()
-        if b.name == "fakeredis":
-            fake_time = types.SimpleNamespace(time=b.clock, sleep=time.sleep, monotonic=time.monotonic)
-            monkeypatch.setattr(fakeredis._helpers, "time", fake_time)
-            monkeypatch.setattr(fakeredis._socket._base, "time", fake_time)
-            monkeypatch.setattr(fakeredis.commands_mixins.server_mixin, "time", fake_time)  # TIME, in scripts too
+        fake_time = types.SimpleNamespace(time=b.clock, sleep=time.sleep, monotonic=time.monotonic)
+        monkeypatch.setattr(fakeredis._helpers, "time", fake_time)
+        monkeypatch.setattr(fakeredis._socket._base, "time", fake_time)
+        monkeypatch.setattr(fakeredis.commands_mixins.server_mixin, "time", fake_time)  # TIME, in scripts too
         yield b
 
 

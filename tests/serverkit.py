@@ -11,7 +11,7 @@ import openai
 from starlette.applications import Starlette
 
 from chains import make_store
-from redis_sessions.conversations import ConversationStore, HashStore, MemoryConversationStore, RedisConversationStore
+from redis_sessions.conversations import ConversationStore, RedisConversationStore
 from redis_sessions.responses import ChainStore
 from redis_sessions.server import Model, create_app, stand_in_model
 
@@ -31,11 +31,7 @@ def client_for(app: Any) -> tuple[openai.AsyncOpenAI, httpx2.AsyncClient]:
 
 
 def make_conversations(backend: Any) -> ConversationStore:
-    """As ``make_store``: on memory, every store of one test shares one process-wide
-    table, as every store of one test shares one server elsewhere."""
-    if backend.client is None:
-        shared = backend.__dict__.setdefault("conversation_table", HashStore())
-        return MemoryConversationStore(key_prefix=backend.prefix, clock=backend.clock, store=shared)
+    """A conversation store on ``backend``'s server and prefix."""
     return RedisConversationStore(backend.client, key_prefix=backend.prefix)
 
 

@@ -14,7 +14,8 @@ from redis_sessions import (
     create_item_session,
     create_response_session_store,
 )
-from redis_sessions.items import MemorySession, RedisSession
+from redis_sessions import MemorySession
+from redis_sessions.items import RedisSession
 from redis_sessions.responses.store import DEFAULT_TTL_SECONDS
 
 

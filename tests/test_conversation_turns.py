@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import fakeredis
 import pytest
 
 from chains import all_keys, resending
@@ -18,18 +19,15 @@ from redis_sessions import (
     StoredResponseSession,
     StoredResponseSnapshot,
 )
-from redis_sessions.conversations import MemoryConversationStore, RedisConversationStore
+from redis_sessions import MemoryConversationStore
+from redis_sessions.conversations import RedisConversationStore
 from redis_sessions.responses import request_input_items
 
 
 def stores(b: Backend, **options: Any) -> tuple[Any, Any]:
-    if b.client is not None:
-        conversations = RedisConversationStore(b.client, key_prefix=b.prefix, clock=b.clock)
-        return RedisResponseSessionStore(b.client, key_prefix=b.prefix, conversations=conversations,
-                                         **options), conversations
-    conversations = MemoryConversationStore(key_prefix=b.prefix, clock=b.clock)
-    return MemoryResponseSessionStore(key_prefix=b.prefix, clock=b.clock, conversations=conversations,
-                                      **options), conversations
+    conversations = RedisConversationStore(b.client, key_prefix=b.prefix, clock=b.clock)
+    return RedisResponseSessionStore(b.client, key_prefix=b.prefix, conversations=conversations,
+                                     **options), conversations
 
 
 def turn(rid: str, conversation: str | None, text: str, *, previous: str | None = None,
@@ -103,8 +101,6 @@ async def test_refused_turns_write_nothing_to_either_key(backend: Backend) -> No
     with pytest.raises(SessionError) as err:
         await responses.new_response_id("resp_x", conversation_id=conv.id)
     assert err.value.code == ErrorCode.INPUT_INVALID
-    if backend.client is None:  # memory: the conversation's hash is compared through its store
-        assert texts(await conversations.history(conv.id)) == ["x"]
     assert await all_keys(backend, responses) == before
 
 
@@ -123,8 +119,7 @@ async def test_without_a_conversation_store_conversation_id_is_only_recorded(bac
     """GodeX keeps conversation_id on a record 'for future Conversations API compatibility':
     a store built without ``conversations`` saves such a response like any other."""
     _, conversations = stores(backend)
-    plain = (RedisResponseSessionStore(backend.client, key_prefix=backend.prefix) if backend.client is not None
-             else MemoryResponseSessionStore(key_prefix=backend.prefix, clock=backend.clock))
+    plain = RedisResponseSessionStore(backend.client, key_prefix=backend.prefix)
     conv = await conversations.create()
     rid = await plain.new_response_id()
     await plain.save(turn(rid, conv.id, "recorded"))
@@ -135,12 +130,13 @@ async def test_without_a_conversation_store_conversation_id_is_only_recorded(bac
 async def test_a_conversation_store_of_another_backend_or_prefix_is_refused(backend: Backend) -> None:
     _, conversations = stores(backend)
     other = MemoryConversationStore(key_prefix=backend.prefix)
-    with pytest.raises(SessionError):
-        if backend.client is not None:
-            RedisResponseSessionStore(backend.client, key_prefix=backend.prefix, conversations=other)
-        else:
-            MemoryResponseSessionStore(key_prefix=backend.prefix, conversations=conversations.__class__(
-                key_prefix=backend.prefix + "x"))
+    with pytest.raises(SessionError):  # in process, not on this Redis
+        RedisResponseSessionStore(backend.client, key_prefix=backend.prefix, conversations=other)
+    with pytest.raises(SessionError):  # another prefix
+        RedisResponseSessionStore(backend.client, key_prefix=backend.prefix,
+                                  conversations=RedisConversationStore(backend.client, key_prefix=backend.prefix + "x"))
+    with pytest.raises(SessionError):  # another in-process server
+        MemoryResponseSessionStore(key_prefix=backend.prefix, conversations=other, server=fakeredis.FakeServer())
 
 
 async def test_a_re_sent_turn_script_appends_once(backend: Backend) -> None:

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from conftest import Backend
 from redis_sessions.config import SessionConfig, create_conversation_store
+from redis_sessions import MemoryConversationStore
 from redis_sessions.conversations import (
     ConversationStore,
-    MemoryConversationStore,
     RedisConversationStore,
 )
 from redis_sessions.conversations import base, paging

@@ -11,17 +11,15 @@ from redis.asyncio.cluster import RedisCluster
 
 from conftest import Backend
 from redis_sessions.errors import ErrorCode, SessionError
-from redis_sessions.items import CompactionSession, ItemSession, MemorySession, RedisSession
+from redis_sessions import MemorySession
+from redis_sessions.items import CompactionSession, ItemSession, RedisSession
 from redis_sessions.items import header
-from redis_sessions.items.memory import DEFAULT_STORE
 from redis_sessions.keys import KeySpace
 from servers import free_port
 
 
 # -- helpers ------------------------------------------------------------------
 def make(b: Backend, sid: str = "s1", **kw: Any) -> ItemSession:
-    if b.client is None:
-        return MemorySession(sid, key_prefix=b.prefix, clock=b.clock, **kw)
     return RedisSession(sid, client=b.client, key_prefix=b.prefix, **kw)
 
 
@@ -35,16 +33,11 @@ def texts(items: list[Any]) -> list[str]:
 
 async def push_raw(b: Backend, sid: str, data: bytes) -> None:
     key = KeySpace(b.prefix).session_items(sid)
-    if b.client is None:
-        DEFAULT_STORE.push_raw(key, data, b.clock())
-    else:
-        await b.client.rpush(key, data)
+    await b.client.rpush(key, data)
 
 
 async def prefix_keys(b: Backend) -> list[str]:
-    """Every key this test wrote (all cluster primaries; memory records)."""
-    if b.client is None:
-        return sorted(k for k in DEFAULT_STORE.keys(b.clock()) if k.startswith(f"{b.prefix}:"))
+    """Every key this test wrote (all cluster primaries)."""
     if isinstance(b.client, RedisCluster):
         found = await b.client.keys(f"{b.prefix}:*", target_nodes=RedisCluster.PRIMARIES)
     else:
@@ -58,21 +51,11 @@ def key_of(b: Backend, sid: str = "s1") -> str:
 
 async def pttl(b: Backend, sid: str = "s1") -> int:
     """Like PTTL: ms left, -1 without a TTL, -2 without a key."""
-    if b.client is None:
-        raw = DEFAULT_STORE.raw(key_of(b, sid), b.clock())
-        if raw is None:
-            return -2
-        return -1 if raw[1] is None else raw[1] - int(b.clock() * 1000)
     return int(await b.client.pttl(key_of(b, sid)))
 
 
 async def header_of(b: Backend, sid: str = "s1") -> header.Header:
-    if b.client is None:
-        raw = DEFAULT_STORE.raw(key_of(b, sid), b.clock())
-        assert raw is not None
-        first = raw[0][0]
-    else:
-        first = await b.client.lindex(key_of(b, sid), 0)
+    first = await b.client.lindex(key_of(b, sid), 0)
     return header.parse(first, "test")
 
 

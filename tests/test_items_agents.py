@@ -9,7 +9,7 @@ from agents import Agent, Runner, function_tool, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from conftest import Backend
-from redis_sessions.items import CompactionSession, ItemSession, MemorySession, RedisSession
+from redis_sessions.items import CompactionSession, ItemSession, RedisSession
 
 
 @pytest.fixture(autouse=True)
@@ -20,8 +20,6 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[None]:
 
 
 def make(b: Backend, sid: str = "chat") -> ItemSession:
-    if b.client is None:
-        return MemorySession(sid, key_prefix=b.prefix, clock=b.clock)
     return RedisSession(sid, client=b.client, key_prefix=b.prefix, ttl_seconds=300)
 
 

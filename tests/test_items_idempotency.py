@@ -19,22 +19,18 @@ from redis import exceptions as rx
 from conftest import Backend
 from redis_sessions.codec import decode_item, encode
 from redis_sessions.errors import ErrorCode, SessionError
-from redis_sessions.items import CompactionSession, ItemSession, MemorySession, RedisSession
+from redis_sessions.items import CompactionSession, ItemSession, RedisSession
 from redis_sessions.items import header as hd
 from redis_sessions.items.redis import SCRIPTS
 from test_items import _summarize, expect_error, header_of, key_of, make, msgs, prefix_keys, pttl, texts
 
-# Each write script, and the MemorySession primitive that mirrors it.
-WRITES = {"items_add": "_eng_add", "items_pop": "_eng_pop", "items_clear": "_eng_clear",
-          "items_fork": "_eng_create", "items_compact": "_eng_replace_prefix"}
 TOKEN, EPOCH = b"fixed-token", b"fixed-epoch"
 
 
 class Lossy:
     """Loses (or delays) the replies of chosen scripts after they ran.
 
-    On Redis backends it wraps the client (the session reaches Redis through
-    it); on memory, the session primitives that run those scripts' mirrors.
+    It wraps the client: the session reaches Redis through it.
     """
 
     def __init__(self, b: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -43,13 +39,8 @@ class Lossy:
         self.delay: dict[str, float] = {}
         self.ran: list[str] = []
         self._names = {s.sha: s.name for s in SCRIPTS}
-        if b.client is None:
-            for name, method in WRITES.items():
-                monkeypatch.setattr(MemorySession, method, self._wrap_engine(name, getattr(MemorySession, method)))
 
     def session(self, sid: str = "s1", **kw: Any) -> ItemSession:
-        if self.b.client is None:
-            return make(self.b, sid, **kw)
         return RedisSession(sid, client=_LosingClient(self), key_prefix=self.b.prefix, **kw)  # type: ignore[arg-type]
 
     async def after(self, name: str, reply: Any, lost: type[Exception]) -> Any:

@@ -13,7 +13,6 @@ from redis_sessions.codec import encode
 from redis_sessions.errors import ErrorCode
 from redis_sessions.items import CompactionSession, ItemSession, Snapshot
 from redis_sessions.items import header as hd
-from redis_sessions.items.memory import DEFAULT_STORE
 from redis_sessions.keys import KeySpace
 from test_items import (  # noqa: F401  (read_path is a fixture)
     GARBAGE, _summarize, expect_error, header_of, key_of, make, msgs, prefix_keys, push_raw, read_path, texts,
@@ -25,8 +24,6 @@ LUA = Path(__file__).resolve().parent.parent / "lua"
 async def state(b: Backend) -> dict[str, Any]:
     """Every key of the test, byte for byte (DUMP), with its absolute deadline."""
     keys = await prefix_keys(b)
-    if b.client is None:
-        return {k: DEFAULT_STORE.raw(k, b.clock()) for k in keys}
     return {k: (await b.client.dump(k), await b.client.pexpiretime(k)) for k in keys}
 
 
@@ -100,9 +97,6 @@ async def test_an_old_list_is_not_a_free_fork_target(backend: Backend) -> None:
 
 
 async def _entries(b: Backend, sid: str = "s1") -> list[bytes]:
-    if b.client is None:
-        raw = DEFAULT_STORE.raw(key_of(b, sid), b.clock())
-        return raw[0] if raw else []
     return list(await b.client.lrange(key_of(b, sid), 0, -1))
 
 

@@ -22,7 +22,8 @@ from redis.asyncio.cluster import RedisCluster
 
 from conftest import Backend
 from redis_sessions.errors import ErrorCode, SessionError
-from redis_sessions.items import ItemSession, MemorySession, RedisSession
+from redis_sessions import MemorySession
+from redis_sessions.items import ItemSession, RedisSession
 from redis_sessions.redis_client import RedisLink
 from redis_sessions.responses.store import DEFAULT_TTL_SECONDS
 from servers import free_port

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import fakeredis
 import msgspec
 import pytest
 
@@ -17,7 +18,6 @@ from redis_sessions import (
     StoredResponseRequestSnapshot,
     new_response_id,
 )
-from redis_sessions.clock import FakeClock
 from redis_sessions.ids import minted_root, thread_of
 from redis_sessions.responses import request_input_items
 
@@ -531,14 +531,13 @@ def test_constructor_sessions_the_same_record_twice_is_one_save():
     assert asyncio.run(store.get("ext-a")) == record("ext-a")
 
 
-async def test_constructor_sessions_inside_a_running_loop_and_on_the_clock():
+async def test_constructor_sessions_inside_a_running_loop_and_on_the_clock(clocked):
     """A constructor called from async code (a running loop) saves without awaiting;
-    the records get the store's TTL from its clock, as save gives them."""
-    clock = FakeClock()
+    the records get the store's TTL from the server's clock, as save gives them."""
     store = MemoryResponseSessionStore((s for s in [record("ext-b", "ext-a"), record("ext-a")]), ttl_seconds=10,
-                                       clock=clock)
+                                       server=clocked.server)
     assert len((await store.resolve_chain("ext-b")).sessions) == 2
-    clock.advance(10.001)
+    clocked.clock.advance(10.001)
     assert await store.get("ext-a") is None and await store.get("ext-b") is None
 
 
@@ -547,7 +546,7 @@ async def test_clear_forgets_everything_and_the_store_goes_on():
     store = MemoryResponseSessionStore([record(a), record("ext-a")])
     await store.save(record(new_response_id(a), a))
     assert store.clear() is None
-    assert store.engine.threads == {} and store.engine.locators == {}
+    assert fakeredis.FakeRedis(server=store.server).dbsize() == 0
     assert await store.get(a) is None and await store.get("ext-a") is None
     with pytest.raises(SessionError) as err:
         await store.resolve_chain(a)

@@ -12,8 +12,7 @@ from openai.types.responses import Response, ResponseItemList
 
 from chains import make_store
 from serverkit import Served, client_for, make_conversations, serve
-from redis_sessions import MemoryResponseSessionStore
-from redis_sessions.conversations import MemoryConversationStore
+from redis_sessions import MemoryConversationStore, MemoryResponseSessionStore
 from redis_sessions.server import ModelCall, ModelReply, create_app, upstream_model
 
 

@@ -1,9 +1,9 @@
 """The OpenAI Conversations API's state: conversations and their items, one Redis key each.
 
-``RedisConversationStore`` (Redis or Redis Cluster) and
-``MemoryConversationStore`` (in-process, the same behaviour) share
-:class:`.base.ConversationStore`; ``create_conversation_store(config)`` builds
-either from a :class:`~redis_sessions.SessionConfig`.
+``RedisConversationStore`` (Redis or Redis Cluster; ``MemoryConversationStore`` in
+:mod:`redis_sessions.memory` is the same class on an in-process server);
+``create_conversation_store(config)`` builds either from a
+:class:`~redis_sessions.SessionConfig`.
 
 A conversation is ONE hash, ``<prefix>:{c:<conversation id>}:conv``::
 
@@ -32,7 +32,6 @@ a re-sent delete still answers deleted; every read sees it as not found.
 
 from .base import ConversationStore
 from .checks import ID_PREFIXES, MAX_ITEMS_PER_CALL, MAX_LIMIT
-from .memory import HashStore, MemoryConversationStore
 from .models import Conversation, ConversationDeleted, ConversationItemList
 from .redis import RedisConversationStore
 
@@ -44,7 +43,5 @@ __all__ = [
     "ConversationDeleted",
     "ConversationItemList",
     "ConversationStore",
-    "HashStore",
-    "MemoryConversationStore",
     "RedisConversationStore",
 ]

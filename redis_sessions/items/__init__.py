@@ -1,13 +1,13 @@
 """Conversation item sessions for the OpenAI Agents SDK: atomic, cluster-safe, with compaction and forks.
 
-``RedisSession`` (Redis or Redis Cluster) and ``MemorySession`` (in-process)
-satisfy ``agents.memory.Session``; ``CompactionSession`` wraps either and adds
+``RedisSession`` (Redis or Redis Cluster; ``MemorySession`` in :mod:`redis_sessions.memory`
+is the same class on an in-process server) satisfies ``agents.memory.Session``;
+``CompactionSession`` wraps it and adds
 ``run_compaction``. The shared logic lives in :mod:`.base`.
 """
 
 from .base import MAX_BATCH_BYTES, MAX_ITEM_BYTES, ItemSession, Snapshot
 from .compaction import CompactionOutcome, CompactionSession, Compactor
-from .memory import MemorySession, MemoryStore
 from .redis import RedisSession
 
 __all__ = [
@@ -17,8 +17,6 @@ __all__ = [
     "CompactionSession",
     "Compactor",
     "ItemSession",
-    "MemorySession",
-    "MemoryStore",
     "RedisSession",
     "Snapshot",
 ]

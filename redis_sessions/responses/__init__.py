@@ -2,12 +2,11 @@
 
 from .chain import canonical_item, request_input_items
 from .protocol import UNSET, ResponseSessionStore
-from .store import ChainStore, MemoryResponseSessionStore, RedisResponseSessionStore
+from .store import ChainStore, RedisResponseSessionStore
 
 __all__ = [
     "UNSET",
     "ChainStore",
-    "MemoryResponseSessionStore",
     "RedisResponseSessionStore",
     "ResponseSessionStore",
     "canonical_item",

@@ -1,7 +1,8 @@
 """The response-chain store, written once over a :class:`ChainEngine`.
 
-``RedisResponseSessionStore`` and ``MemoryResponseSessionStore`` differ only in
-the engine they build. Round trips (each engine call is one):
+``RedisResponseSessionStore`` builds it on a redis-py client; the memory store
+(:mod:`redis_sessions.memory`) is the same class on an in-process fakeredis
+server. Round trips (each engine call is one):
 
 - ids minted here (``resp_<thread>_<random>``): ``get``, ``save``,
   ``resolve_chain`` and ``delete`` are one round trip each, at any depth;
@@ -29,7 +30,6 @@ from typing import Any, Awaitable, Iterable, Mapping, Sequence, TypeVar
 import msgspec
 
 from .. import validate
-from ..clock import Clock, system_clock
 from ..codec import COMPACT, ID_LEFT_OUT, RESPONSE_ID_LEFT_OUT, decode_session, encode
 from ..errors import ErrorCode, SessionError
 from ..ids import marks_names, mint_id, mint_named_id, mint_response_id, mint_root_id, roots_thread, thread_of, validate_id
@@ -44,7 +44,6 @@ from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, bounded
 from ..replication import DEFAULT_ACK_TIMEOUT, ReplicaAcks
 from .chain import build_snapshot, check_walk, decode_chain, linked, request_input_items
 from . import names
-from .memory_engine import MemoryChainEngine
 from .protocol import DEFAULT_MAX_RECORD_BYTES, UNSET, ChainEngine, SaveRequest, _Unset, new_token
 from .redis_engine import RedisChainEngine
 
@@ -59,35 +58,25 @@ A = TypeVar("A")
 B = TypeVar("B")
 
 
-async def _outcome(call: Awaitable[A]) -> A | BaseException:
-    try:
-        return await call
-    except Exception as exc:
-        return exc
-
-
-async def _together(first: Awaitable[A], second: Awaitable[B], *, waits: bool = True) -> tuple[A, B]:
+async def _together(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
     """Two independent calls (two keys, two slots) in one round trip's time; the
-    first error, if any, is raised once both have finished. With ``waits=False``
-    (an engine that never waits, the memory one) they run one after the other, to
-    the same effect and answer, and with no event loop needed."""
-    if waits:
-        one, two = await asyncio.gather(first, second, return_exceptions=True)
-    else:
-        one, two = await _outcome(first), await _outcome(second)
+    first error, if any, is raised once both have finished."""
+    one, two = await asyncio.gather(first, second, return_exceptions=True)
     for outcome in (one, two):
         if isinstance(outcome, BaseException):
             raise outcome
     return one, two  # type: ignore[return-value]
 
 
-def _check_conversations(conversations: Any, kind: type, keys: KeySpace) -> None:
+def _check_conversations(conversations: Any, kind: type, keys: KeySpace, server: object) -> None:
     """The conversation store a response store appends to: of its backend, with its prefix
-    (the save script builds the conversation's key from the response store's own prefix)."""
+    (the save script builds the conversation's key from the response store's own prefix),
+    and for memory mode on the same in-process ``server`` (None: not in process)."""
     if conversations is None:
         return
-    if not isinstance(conversations, kind):
-        raise SessionError(ErrorCode.INPUT_INVALID, f"conversations must be a {kind.__name__}, "
+    if not isinstance(conversations, kind) or getattr(conversations, "server", None) is not server:
+        where = "on this store's in-process server" if server is not None else "on Redis"
+        raise SessionError(ErrorCode.INPUT_INVALID, f"conversations must be a {kind.__name__} {where}, "
                            f"not {type(conversations).__name__}")
     theirs = getattr(conversations, "keys").prefix
     if theirs != keys.prefix:
@@ -186,7 +175,6 @@ def foreign_root_thread(response_id: str) -> str:
 class ChainStore:
     """Shared logic of every response-chain store. Use one of the subclasses."""
 
-    _engine_waits = True
     """Whether the engine's calls wait on I/O (two independent ones then go out together)."""
 
     def __init__(
@@ -540,8 +528,7 @@ class ChainStore:
             thread: str | None = parent_thread or foreign_root_thread(response_id)
             current = await self.engine.locate(response_id, 0)
         else:
-            thread, current = await _together(self.engine.locate(parent, 0), self.engine.locate(response_id, 0),
-                                              waits=self._engine_waits)
+            thread, current = await _together(self.engine.locate(parent, 0), self.engine.locate(response_id, 0))
         if thread is None:
             raise SessionError(ErrorCode.CHAIN_NOT_FOUND, f"previous_response_id {parent!r} was not found")
         if current is not None and current != thread:
@@ -556,8 +543,7 @@ class ChainStore:
         if thread_of(response_id) is not None:
             return
         if parent is not None and thread_of(parent) is None and self._ttl_ms:
-            await _together(self._point(response_id, thread), self.engine.touch(parent, self._ttl_ms),
-                            waits=self._engine_waits)
+            await _together(self._point(response_id, thread), self.engine.touch(parent, self._ttl_ms))
         else:
             await self._point(response_id, thread)
 
@@ -680,7 +666,7 @@ class RedisResponseSessionStore(ChainStore):
         from ..conversations import RedisConversationStore  # here: conversations imports this package
 
         keys = KeySpace(key_prefix)
-        _check_conversations(conversations, RedisConversationStore, keys)
+        _check_conversations(conversations, RedisConversationStore, keys, getattr(self, "server", None))
         acks = ReplicaAcks.of(replica_acks, replica_ack_timeout)
         self.link = link if link is not None else RedisLink(client, timeout=timeout)
         engine = RedisChainEngine(self.link, keys, acks)
@@ -716,56 +702,6 @@ class RedisResponseSessionStore(ChainStore):
     async def close(self) -> None:
         """Close the client if this store built it (``from_url``, config); else nothing."""
         await self.link.close()
-
-
-class MemoryResponseSessionStore(ChainStore):
-    """Response chains in this process: for tests and single-process use.
-
-    ``MemoryResponseSessionStore(sessions)`` starts with ``sessions`` saved, as
-    GodeX's constructor takes them: each is saved as ``save`` would (so a parent
-    must be among them), parents before their children whatever the order given;
-    a loop among them is ``session.chain.cycle_detected``, a parent that is not
-    among them ``session.chain.not_found``, and nothing is built. ``clear()``
-    forgets everything (memory only: on Redis, ``redis-sessions purge`` deletes a
-    prefix's keys)."""
-
-    _engine_waits = False
-    engine: MemoryChainEngine
-
-    def __init__(
-        self,
-        sessions: Iterable[StoredResponseSession] = (),
-        *,
-        key_prefix: str = DEFAULT_PREFIX,
-        ttl_seconds: int | None = DEFAULT_TTL_SECONDS,
-        max_depth: int = DEFAULT_MAX_DEPTH,
-        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
-        sliding_ttl: bool = False,
-        replay_instructions: bool = False,
-        clock: Clock = system_clock,
-        conversations: Any = None,
-        response_expiry: bool = True,
-        compact_records: bool = True,
-    ) -> None:
-        """``conversations``: a :class:`MemoryConversationStore` with the same prefix; a
-        response saved with ``conversation_id`` then appends its turn to it atomically."""
-        from ..conversations import MemoryConversationStore  # here: conversations imports this package
-
-        keys = KeySpace(key_prefix)
-        _check_conversations(conversations, MemoryConversationStore, keys)
-        super().__init__(
-            MemoryChainEngine(clock), keys, ttl_seconds=ttl_seconds, max_depth=max_depth,
-            max_record_bytes=max_record_bytes, sliding_ttl=sliding_ttl, replay_instructions=replay_instructions,
-            timeout=None, conversations=conversations, response_expiry=response_expiry,
-            compact_records=compact_records,
-        )
-        for session in parents_first(_initial_sessions(sessions)):
-            _finish_now(self.save(session))
-
-    def clear(self) -> None:
-        """Forget every response and locator (GodeX's ``clear``). Synchronous, as
-        there: nothing to wait for."""
-        self.engine.clear()
 
 
 def _initial_sessions(sessions: object) -> list[StoredResponseSession]:
@@ -813,17 +749,3 @@ def parents_first(sessions: list[StoredResponseSession]) -> list[StoredResponseS
             ordered.append(turn)
             placed.add(turn.id)
     return ordered
-
-
-def _finish_now(call: Awaitable[A]) -> A:
-    """Run an awaitable that never waits (a memory store's call: its engine does no
-    I/O and ``_engine_waits`` is False) to its end, with no event loop, so that a
-    constructor can save."""
-    steps = call.__await__()
-    try:
-        next(steps)
-    except StopIteration as done:
-        result: A = done.value
-        return result
-    steps.close()
-    raise RuntimeError("a memory store call waited on something")
