@@ -496,7 +496,7 @@ class ItemSession(ABC):
         if not isinstance(snapshot.epoch, str):
             raise SessionError(ErrorCode.INPUT_INVALID, f"snapshot.epoch must be a str, got {snapshot.epoch!r}")
         entries = encode_items(items, self.max_item_bytes, self.max_batch_bytes)
-        if not snapshot.epoch:
+        if not snapshot.epoch or not _was_stored(snapshot.epoch):
             return False
         what = (snapshot.epoch, snapshot.rewrites, snapshot.count, entries)
         token = self._token("compact", what)
@@ -608,6 +608,16 @@ class ItemSession(ABC):
 
 
 _STORAGE_METHODS = ("get_items", "add_items", "pop_item", "clear_session")
+
+
+def _was_stored(epoch: str) -> bool:
+    """Could ``epoch`` have been read from a header? Snapshots decode stored bytes with
+    surrogateescape, so any other lone surrogate never was: such a snapshot matches nothing."""
+    try:
+        epoch.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _overrides_storage(cls: type[ItemSession]) -> bool:
