@@ -9,15 +9,6 @@ local hdr = redis.call('HMGET', key, 'c', 'ops')
 if find(hdr[2], tok) then return {'ok'} end
 if hdr[1] or hdr[2] then return {'exists'} end
 -- writes
-local n = math.floor((#ARGV - 4) / 2)
-local args = {'c', ARGV[3], 'm', ARGV[4], 'n', tostring(n), 'ops', remember(false, tok, 'c')}
-for j = 1, n do
-  local id, item = ARGV[3 + 2 * j], ARGV[4 + 2 * j]
-  args[#args + 1] = 'i:' .. j
-  args[#args + 1] = item
-  args[#args + 1] = 'x:' .. id
-  args[#args + 1] = tostring(j)
-end
-redis.call('HSET', key, unpack(args))
+append_write(key, ARGV, 5, 0, {'c', ARGV[3], 'm', ARGV[4], 'ops', remember(false, tok, 'c')})
 expire(key, ttl)
 return {'ok'}

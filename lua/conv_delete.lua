@@ -1,16 +1,17 @@
 -- Delete a conversation and its items.
 -- KEYS[1] the conversation's hash
 -- ARGV[1] token.
--- Replies {'ok'} or {'nf'}. The hash is replaced by its ring alone for
--- RETAIN_MS, so that a re-sent delete still answers {'ok'}; UNLINK frees a
--- long conversation's memory off the main thread.
+-- Replies {'ok'} or {'nf'}. The hash loses c (every script then sees no
+-- conversation) and expires RETAIN_MS later, its ring answering a re-sent delete
+-- {'ok'}. The key is changed in place, never deleted and created again: Redis
+-- refuses to create a key in a slot that is being migrated. O(1) at any length;
+-- the items' memory goes when the key expires.
 local key, tok = KEYS[1], ARGV[1]
 local hdr = redis.call('HMGET', key, 'c', 'ops')
 if find(hdr[2], tok) then return {'ok'} end
 if not hdr[1] then return {'nf'} end
 -- writes
-local ring = remember(hdr[2], tok, 'x')
-redis.call('UNLINK', key)
-redis.call('HSET', key, 'ops', ring)
+redis.call('HDEL', key, 'c')
+redis.call('HSET', key, 'ops', remember(hdr[2], tok, 'x'))
 redis.call('PEXPIRE', key, RETAIN_MS)
 return {'ok'}

@@ -1,7 +1,8 @@
--- Delete one item. Its x:<id> field stays, so a cursor naming it still pages, and
--- the run of deleted items it now belongs to, [a, b], has g:a = b and g:b = a.
+-- Delete one item. Its x:<id> field stays while its tombstone does (conv_lib.lua),
+-- so a cursor naming it still pages; the run of deleted items it now belongs to,
+-- [a, b], has g:a = b and g:b = a.
 -- KEYS[1] the conversation's hash
--- ARGV[1] ttl in ms ("0": none), ARGV[2] token, ARGV[3] the item id.
+-- ARGV[1] ttl in ms ("0": none), ARGV[2] token, ARGV[3] the item id, ARGV[4] now (unix ms).
 -- Replies {'ok', created_at, metadata}, {'nf'} or {'inf'} (no such live item).
 -- A re-sent call writes nothing and replies as the first did.
 local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[2]
@@ -19,5 +20,6 @@ if a < seq - 1 then gone[#gone + 1] = 'g:' .. (seq - 1) end
 if b > seq + 1 then gone[#gone + 1] = 'g:' .. (seq + 1) end
 redis.call('HDEL', key, unpack(gone))
 redis.call('HSET', key, 'g:' .. a, tostring(b), 'g:' .. b, tostring(a), 'ops', remember(hdr[3], tok, 'd'))
+tombstones(key, ARGV[4], {ARGV[3], hdr[4]})
 expire(key, ttl)
 return {'ok', hdr[1], hdr[2]}

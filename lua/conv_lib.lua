@@ -3,14 +3,17 @@
 -- A conversation is ONE hash (redis_sessions/conversations/__init__.py):
 --   c  created_at (unix s; present while the conversation exists)
 --   m  metadata (msgpack)          n  the last sequence number given to an item
---   i:<seq>  an item (msgpack)     x:<item id>  its sequence number, kept after
---                                               the item is deleted (a cursor)
+--   i:<seq>  an item (msgpack)     x:<item id>  its sequence number (a cursor), kept
+--                                               while the deleted item's tombstone is
 --   g:<seq>  at both ends of a run of deleted items [a, b]: g:a = b, g:b = a
+--   t  "<first> <next>", the tombstone queue's ends; t:<k> "<deleted at, ms> <seq> <item id>"
 --   ops  the ring of the last RING writes: "<token> <what>\n", newest first
--- A deleted conversation leaves only its ring behind, for RETAIN_MS.
+-- A deleted conversation loses c and expires RETAIN_MS later, its ring answering re-sends.
 -- Every script does all its checks before its first write: Lua does not roll back.
--- redis_sessions/conversations/memory.py mirrors every function line for line.
+-- Every loop is bounded: by RING, PRUNE, or the items of one call (checked in Python).
 local RING, RETAIN_MS = 16, 300000
+local TOMBS, PRUNE = 1000, 8  -- tombstones kept at most; dropped at most per write
+local CHUNK = 1000  -- values per unpack: Lua 5.1's unpack fails past about 8,000
 
 -- What tok's write did, if the ring remembers it; nil otherwise.
 local function find(ops, tok)
@@ -40,6 +43,18 @@ local function expire(key, ttl)
   if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
 end
 
+-- redis.call(cmd, key, A...) CHUNK values at a time (even: pairs stay whole); the replies joined.
+local function chunked(cmd, key, A)
+  local out = {}
+  for s = 1, #A, CHUNK do
+    local r = redis.call(cmd, key, unpack(A, s, math.min(s + CHUNK - 1, #A)))
+    if type(r) == 'table' then
+      for j = 1, #r do out[#out + 1] = r[j] end
+    end
+  end
+  return out
+end
+
 -- Appending items, A[at], A[at + 1], ... = item id, item, ... oldest first: the
 -- conversation's last sequence number, or nil and the reply ({'nf'}: no
 -- conversation, {'corrupt'}, {'dup', id}: a live item has that id). Split from
@@ -49,14 +64,11 @@ local function append_check(key, A, at)
   if not hdr[1] then return nil, {'nf'} end
   local n = tonumber(hdr[2])
   if not n then return nil, {'corrupt'} end
-  local count = math.floor((#A - at + 1) / 2)
-  if count > 0 then
-    local xs = {}
-    for j = 1, count do xs[j] = 'x:' .. A[at + 2 * j - 2] end
-    local seqs = redis.call('HMGET', key, unpack(xs))
-    for j = 1, count do
-      if seqs[j] and redis.call('HEXISTS', key, 'i:' .. seqs[j]) == 1 then return nil, {'dup', A[at + 2 * j - 2]} end
-    end
+  local xs = {}
+  for j = at, #A - 1, 2 do xs[#xs + 1] = 'x:' .. A[j] end
+  local seqs = chunked('HMGET', key, xs)
+  for j = 1, #xs do
+    if seqs[j] and redis.call('HEXISTS', key, 'i:' .. seqs[j]) == 1 then return nil, {'dup', A[at + 2 * j - 2]} end
   end
   return n
 end
@@ -72,5 +84,30 @@ local function append_write(key, A, at, n, extra)
     args[#args + 1] = 'x:' .. A[at + 2 * j - 2]
     args[#args + 1] = tostring(n + j)
   end
-  redis.call('HSET', key, unpack(args))
+  chunked('HSET', key, args)
+end
+
+-- Tombstones: a deleted item keeps its x: field (a cursor naming it still pages)
+-- while its entry is in the queue t:<first> .. t:<next - 1>, oldest first. A write
+-- drops from the front those older than RETAIN_MS and any past TOMBS, at most
+-- PRUNE (a delete adds one, so the count bound holds); a dropped entry's x: field
+-- goes unless its id was given to a newer item since. ``add`` (a deleted item: its
+-- id, seq) is queued first. Reads and writes that cannot fail: call it last.
+local function tombstones(key, now, add)
+  local first, nxt = string.match(redis.call('HGET', key, 't') or '1 1', '^(%d+) (%d+)$')
+  first, nxt, now = tonumber(first) or 1, tonumber(nxt) or 1, tonumber(now)
+  local was = first
+  if add then
+    redis.call('HSET', key, 't:' .. nxt, now .. ' ' .. add[2] .. ' ' .. add[1])
+    nxt = nxt + 1
+  end
+  for _ = 1, PRUNE do
+    if first >= nxt then break end
+    local at, seq, id = string.match(redis.call('HGET', key, 't:' .. first) or '', '^(%d+) (%d+) (.+)$')
+    if at and nxt - first <= TOMBS and now - tonumber(at) < RETAIN_MS then break end
+    if id and redis.call('HGET', key, 'x:' .. id) == seq then redis.call('HDEL', key, 'x:' .. id) end
+    redis.call('HDEL', key, 't:' .. first)
+    first = first + 1
+  end
+  if add or first ~= was then redis.call('HSET', key, 't', first .. ' ' .. nxt) end
 end

@@ -6,8 +6,9 @@
 -- ARGV[6] sliding TTL in ms ("0": none).
 -- Replies {'ok', next, item...}: next is the position to continue at, '' once
 -- the end is reached; or {'nf'}, {'nc'} (after names no item ever stored
--- here), {'corrupt'}. The cursor resolves through x:<id>, which outlives the
--- item, so an `after` naming a deleted item pages from where it stood.
+-- here, or deleted longer ago than its tombstone is kept), {'corrupt'}. The
+-- cursor resolves through x:<id>, which outlives the item while its tombstone
+-- does (conv_lib.lua), so an `after` naming a deleted item pages from where it stood.
 -- Positions are read with HMGET in chunks: the first is `want` long (the
 -- whole page, when nothing in it was deleted); each further one is twice the
 -- last. A run of deleted items is skipped in one HGET through the g: field at

@@ -142,7 +142,8 @@ class ConversationStore(ABC):
         (``msg_``, ``fc_``, ``fco_``... see :data:`.checks.ID_PREFIXES`). Returns them as stored."""
         validate_id(conversation_id, "conversation id")
         _, ids, entries = checks.items(items, self.max_item_bytes, self.max_batch_bytes, allow_empty=False)
-        reply = await self._write("conv_add", conversation_id, [self._ttl_ms, new_token(), *_pairs(ids, entries)])
+        reply = await self._write("conv_add", conversation_id,
+                                  [self._ttl_ms, new_token(), self._now_ms(), *_pairs(ids, entries)])
         self._check(reply, conversation_id)
         stored = [decode_item(e, self._where(conversation_id)) for e in entries]
         return paging.page_of(stored, len(stored))
@@ -192,14 +193,21 @@ class ConversationStore(ABC):
     @bounded
     async def delete_item(self, conversation_id: str, item_id: str) -> Conversation:
         """Delete one item; returns the conversation, as OpenAI does. A cursor naming
-        the deleted item keeps paging from where it stood."""
+        the deleted item keeps paging from where it stood for 5 minutes, while it is
+        among the conversation's last 1,000 deleted items; after that it is refused as
+        an id the conversation never held (``session.input.invalid``)."""
         validate_id(conversation_id, "conversation id")
         validate_id(item_id, "item id")
-        reply = await self._write("conv_delete_item", conversation_id, [self._ttl_ms, new_token(), item_id])
+        reply = await self._write("conv_delete_item", conversation_id,
+                                  [self._ttl_ms, new_token(), item_id, self._now_ms()])
         self._check(reply, conversation_id, item_id)
         return self._conversation(conversation_id, reply[1], reply[2])
 
     # -- replies ---------------------------------------------------------------------
+    def _now_ms(self) -> int:
+        """When a tombstone is made (and old ones dropped): this store's clock, as the scripts take it."""
+        return int(self._clock() * 1000)
+
     def _where(self, conversation_id: str) -> str:
         return f"conversation {conversation_id!r}"
 
@@ -245,7 +253,7 @@ class ConversationStore(ABC):
 
     @abstractmethod
     async def _run(self, name: str, key: str, args: list[bytes], write: bool) -> Reply:
-        """Run ``lua/<name>.lua`` (or its mirror) on ``key``: one atomic step."""
+        """Run ``lua/<name>.lua`` on ``key``: one atomic step."""
 
 
 def _pairs(ids: list[str], entries: list[bytes]) -> list[Arg]:

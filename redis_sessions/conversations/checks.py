@@ -4,6 +4,10 @@ OpenAI's limits: metadata holds at most 16 pairs, keys of at most 64
 characters, string values of at most 512; one call adds at most 20 items; a
 page holds 1 to 100 items (20 by default), ``order`` is ``asc`` or ``desc``
 (default ``desc``, newest first). A refused call writes nothing.
+
+Ours: a response's turn (its input and output items, appended as it is saved)
+holds at most ``MAX_ITEMS_PER_TURN`` items, so that its one script stays under a
+few milliseconds however small the items are (the bytes are bounded apart).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ MAX_METADATA_PAIRS = 16
 MAX_METADATA_KEY = 64
 MAX_METADATA_VALUE = 512
 MAX_ITEMS_PER_CALL = 20
+MAX_ITEMS_PER_TURN = 256
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
 ORDERS = ("asc", "desc")
@@ -83,16 +88,16 @@ def items(value: object, max_item_bytes: int, max_batch_bytes: int,
           *, allow_empty: bool, max_items: int = MAX_ITEMS_PER_CALL) -> tuple[list[Item], list[str], list[bytes]]:
     """Copies of the items, each with an ``id`` (minted where missing), their ids and
     their encodings. Ids must be unique within the call. ``max_items``: OpenAI's 20 for
-    an add; a response's turn (input and output, appended as it is saved) has no count
-    limit, only ``max_batch_bytes``."""
+    an add; a response's turn asks for more, and no call gets past ``MAX_ITEMS_PER_TURN``."""
     if value is None and allow_empty:
         value = []
     if not isinstance(value, list):
         raise _bad(f"items must be a list, got {type(value).__name__}")
     if not value and not allow_empty:
         raise _bad("items must not be empty")
-    if len(value) > max_items:
-        raise _bad(f"{len(value)} items in one call, the limit is {max_items}")
+    limit = min(max_items, MAX_ITEMS_PER_TURN)
+    if len(value) > limit:
+        raise _bad(f"{len(value)} items in one call, the limit is {limit}")
     out: list[Item] = []
     for index, item in enumerate(value):
         if not isinstance(item, dict):
