@@ -36,7 +36,8 @@ from .items import RedisSession
 from .keys import KeySpace
 from .redis_client import RedisLink
 from .responses import RedisResponseSessionStore
-from .responses.store import StoredResponseSession, _initial_sessions, parents_first
+from .models import StoredResponseSession
+from .responses.store import _initial_sessions, parents_first
 
 T = TypeVar("T")
 
@@ -56,8 +57,8 @@ class _SweepingClient(fakeredis.FakeAsyncRedis):
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         self._sent += 1
         if self._sent % SWEEP_EVERY == 0:
-            await super().execute_command("DBSIZE")
-        return await super().execute_command(*args, **options)
+            await super().execute_command("DBSIZE")  # type: ignore[no-untyped-call]
+        return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
 
 
 def _link(server: fakeredis.FakeServer) -> RedisLink:
