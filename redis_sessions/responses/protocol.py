@@ -137,6 +137,10 @@ class ChainEngine(Protocol):
         """Point a foreign id at ``thread`` unless it already points somewhere;
         return what it pointed at before (None if it was free)."""
 
+    async def repoint(self, response_id: str, found: str, thread: str, ttl_ms: int) -> str | None:
+        """Point a foreign id at ``thread`` if its locator still holds ``found``, or nothing
+        (compare-and-set); return what it held before (None: nothing)."""
+
     async def unpoint(self, response_id: str) -> None: ...
 
     async def touch(self, response_id: str, ttl_ms: int) -> None:

@@ -136,6 +136,7 @@ class RedisChainEngine:
         self._walk_slide = script("chain_walk_slide")  # the same walk, with the books in front
         self._known = script("chain_known")
         self._delete = script("chain_delete")
+        self._repoint = script("chain_repoint")
 
     def limit_records(self, max_record_bytes: int) -> None:
         """Records may be up to ``max_record_bytes``."""
@@ -176,6 +177,15 @@ class RedisChainEngine:
                 old = await write_acked(self.link.client, key, command, self.acks)
             else:
                 old = await self.link.client.set(key, thread, nx=True, get=True, px=ttl_ms or None)
+        return None if old is None else as_text(old)
+
+    async def repoint(self, response_id: str, found: str, thread: str, ttl_ms: int) -> str | None:
+        """Point a foreign id at ``thread`` if its locator still holds ``found`` (or nothing):
+        lua/chain_repoint.lua. Returns what it held before (None: nothing)."""
+        key = self.keys.locator(response_id)
+        self.round_trips += 1
+        async with translate_errors(f"locator {key!r}"):
+            old = await self._run(self._repoint, [key], [found, thread, _number(ttl_ms)])
         return None if old is None else as_text(old)
 
     async def unpoint(self, response_id: str) -> None:

@@ -54,6 +54,9 @@ READ_ATTEMPTS = 3
 OVERWRITE_CYCLE_WALK_LIMIT = 100_000
 MAX_DEPTH_LIMIT = 100_000
 MAX_RECORD_BYTES_LIMIT = 64 * 1024 * 1024
+CLAIM_ATTEMPTS = 3
+"""How often a save takes over a locator that points at a thread not holding its id, when
+others keep taking it over first (each attempt reads that thread: one round trip)."""
 A = TypeVar("A")
 B = TypeVar("B")
 
@@ -463,15 +466,15 @@ class ChainStore:
                                                     allow_empty=True, max_items=len(items))
         pairs = [part for pair in zip((i.encode() for i in ids), entries) for part in pair]
         thread = "c:" + conversation_id
-        old = await self.engine.point(response_id, thread, self._ttl_ms)
-        if old is not None and old != thread:
+        claimed = await self._claim(response_id, thread)
+        if claimed is False:
             raise SessionError(ErrorCode.STORE_CONFLICT, f"response {response_id!r} already exists")
         request = SaveRequest(response_id, "", expected is not None, expected or "", overwrite, blob,
                               self._ttl_ms, OVERWRITE_CYCLE_WALK_LIMIT, new_token(), self.response_expiry)
         status, detail = await self.engine.save_turn(thread, request, conversations, conversation_id, pairs)
         if status == "ok" or (status == "exists" and await self._already_saved(thread, session)):
             return
-        if old is None:
+        if claimed:
             await self.engine.unpoint(response_id)  # the locator this call set points at nothing
         if status == "nf":
             raise SessionError(ErrorCode.CONVERSATION_NOT_FOUND, f"conversation {conversation_id!r} was not found")
@@ -531,9 +534,9 @@ class ChainStore:
             thread, current = await _together(self.engine.locate(parent, 0), self.engine.locate(response_id, 0))
         if thread is None:
             raise SessionError(ErrorCode.CHAIN_NOT_FOUND, f"previous_response_id {parent!r} was not found")
-        if current is not None and current != thread:
+        if current is not None and current != thread and await self.engine.has(current, response_id):
             raise SessionError(ErrorCode.STORE_CONFLICT, f"response {response_id!r} already exists")
-        return thread
+        return thread  # a locator whose thread does not hold the id blocks nothing (_claim)
 
     async def _after_save(self, response_id: str, parent: str | None, thread: str) -> None:
         """The locator steps of a saved foreign id: point it at its thread (always: a
@@ -547,10 +550,28 @@ class ChainStore:
         else:
             await self._point(response_id, thread)
 
-    async def _point(self, response_id: str, thread: str) -> None:
-        # SET NX GET: a re-sent copy finds our own thread there, which is success.
+    async def _claim(self, response_id: str, thread: str) -> bool | None:
+        """Point a foreign id's locator at ``thread``: True when this call set it, None when
+        it pointed there already (a re-sent copy finds its own thread), False when it points
+        at another thread that holds the id (a save there came first). A locator whose
+        thread does not hold the id (a crash between a conversation save's steps left it)
+        blocks nothing: it is taken over by a compare-and-set, so of two callers one wins."""
         old = await self.engine.point(response_id, thread, self._ttl_ms)
-        if old is not None and old != thread:
+        for _ in range(CLAIM_ATTEMPTS):
+            if old is None:
+                return True
+            if old == thread:
+                return None
+            if await self.engine.has(old, response_id):
+                return False
+            before = await self.engine.repoint(response_id, old, thread, self._ttl_ms)
+            if before is None or before == old:
+                return True
+            old = before
+        return False
+
+    async def _point(self, response_id: str, thread: str) -> None:
+        if await self._claim(response_id, thread) is False:
             # The same foreign id was just saved into another thread by someone else:
             # theirs came first, so take ours back out rather than keep two.
             await self.engine.delete(thread, response_id, new_token(), self._ttl_ms, self.response_expiry)
