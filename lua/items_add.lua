@@ -3,7 +3,8 @@
 -- ARGV[1] ttl in ms ("0": none), ARGV[2] epoch if the session is new,
 -- ARGV[3] token, ARGV[4..] the encoded items, oldest first.
 -- A re-sent call (its token in the ring) appends nothing and returns the v
--- the first run returned. A list from before headers gets one first.
+-- the first run returned. A list from before headers gets one first. Refused
+-- (RSFULL) past MAX_ITEMS items (entries below the header, the stash aside).
 local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[3]
 local h, why = load(key)
 if why == 'corrupt' then return corrupt('header') end
@@ -12,17 +13,19 @@ if h then
   local r = find(h, tok)
   if r == false then return corrupt('token ring') end
   if r then return replay(r) end
-  if ttl == 0 then len = redis.call('LLEN', key) end  -- only a header-only key needs to know
-else
-  h = fresh(ARGV[2])
+  len = redis.call('LLEN', key) - 1 - (hinted(h) and 1 or 0)  -- the stash is no item
+elseif why == 'old' then
+  len = redis.call('LLEN', key)
 end
+local n = #ARGV
+if len + n - 3 > MAX_ITEMS then return full(len + n - 3) end
+if not h then h = fresh(ARGV[2]) end
 h.v = h.v + 1
 if not remember(h, tok, 'a' .. h.v) then return corrupt('token ring') end
 -- writes
-local n = #ARGV
 for i = 4, n, 1000 do
   redis.call('RPUSH', key, unpack(ARGV, i, math.min(i + 999, n)))
 end
 save(key, h)
-expire(key, ttl, 2, len == 1)
+expire(key, ttl, 1, len == 0)
 return h.v

@@ -1,5 +1,5 @@
 -- Clear a session: drop every item, keep a header with a new epoch and the
--- ring (its popped entries forgotten), which goes after min(TTL, RETAIN_MS).
+-- ring (the stash of popped entries goes), which goes after min(TTL, RETAIN_MS).
 -- KEYS[1] the session's list
 -- ARGV[1] ttl in ms ("0": none), ARGV[2] new epoch, ARGV[3] token.
 -- Replies 1, or 0 when there is no key (nothing is written). A re-sent call

@@ -7,7 +7,9 @@
 -- Pop, clear and compaction bump g; clear, a fork onto the id and expiry
 -- change the epoch. Appends change neither and only add at the tail, so
 -- items 1..N (index 0 is the header) are exactly what was read, and anything
--- after them stays after the replacement. A re-sent call replies 1.
+-- after them stays after the replacement. A stash (index 1) is one of the N
+-- entries read, so it goes too. Refused (RSFULL) if the session would hold
+-- more than MAX_ITEMS entries. A re-sent call replies 1.
 local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[5]
 local h, why = load(key)
 if why == 'corrupt' then return corrupt('header') end
@@ -19,8 +21,10 @@ if h.e ~= ARGV[2] or h.g ~= tonumber(ARGV[3]) then return 0 end
 local n = tonumber(ARGV[4])
 local len = redis.call('LLEN', key)
 if len - 1 < n then return 0 end
+local items = len - 1 - n + #ARGV - 5
+if items > MAX_ITEMS then return full(items) end
 h.v, h.g = h.v + 1, h.g + 1
-if not remember(h, tok, 'c') then return corrupt('token ring') end
+if not remember(h, tok, 'c', false) then return corrupt('token ring') end
 -- writes. The key never stops existing in between: on a slot being migrated,
 -- a key that vanished and came back within one script is refused halfway,
 -- and the writes before the refusal would stay.
@@ -45,5 +49,5 @@ else
   end
 end
 save(key, h)
-expire(key, ttl, len - n + #ARGV - 5, len == 1)
+expire(key, ttl, items, len == 1 or (len == 2 and hinted(h)))
 return 1

@@ -2,10 +2,10 @@
 -- KEYS[1] the new session's list
 -- ARGV[1] ttl in ms ("0": none), ARGV[2] epoch, ARGV[3] source session id,
 -- ARGV[4] source version the copy was taken at, ARGV[5] token,
--- ARGV[6..] the encoded items.
--- An id with only a header (emptied or cleared) counts as free; its ring is
--- kept so writes re-sent to it are still recognised. Copying nothing writes
--- nothing. A re-sent call replies 1.
+-- ARGV[6..] the encoded items (at most MAX_ITEMS: the caller checks).
+-- An id with only a header (emptied or cleared), or a header and a stash,
+-- counts as free; its ring and stash are kept so writes re-sent to it are
+-- still recognised. Copying nothing writes nothing. A re-sent call replies 1.
 local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[5]
 local h, why = load(key)
 if why == 'corrupt' then return corrupt('header') end
@@ -14,7 +14,8 @@ if h then
   local r = find(h, tok)
   if r == false then return corrupt('token ring') end
   if r then return replay(r) end
-  if redis.call('LLEN', key) > 1 then return 0 end
+  local len = redis.call('LLEN', key)
+  if len > 2 or (len == 2 and stash(key, h) == '') then return 0 end
 end
 if #ARGV < 6 then return 1 end
 local f = fresh(ARGV[2])
@@ -30,5 +31,5 @@ for i = 6, n, 1000 do
   redis.call('RPUSH', key, unpack(ARGV, i, math.min(i + 999, n)))
 end
 save(key, f)
-expire(key, ttl, 2, h ~= nil)
+expire(key, ttl, 1, h ~= nil)
 return 1

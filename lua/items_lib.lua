@@ -1,11 +1,12 @@
 -- Shared by every items_* script: redis_sessions/items/redis.py puts this file
 -- in front of each one (Redis scripts cannot load one another).
--- A session is ONE list: a header at index 0, then its items, oldest first.
--- The header format and the token ring are described, and mirrored function
--- for function in Python, in redis_sessions/items/header.py. Every script
--- does all its checks before its first write: Lua does not roll back.
-local MAGIC = string.char(0) .. 'rs1'
-local RING, POPS, POP_BYTES, RETAIN_MS, SCAN_LIMIT = 16, 2, 65536, 600000, 1000
+-- A session is ONE list: a header at index 0, then its items, oldest first;
+-- after a pop, index 1 holds the stash of what the newest pops removed. The
+-- header format, the token ring and the stash are described in
+-- redis_sessions/items/header.py. Every script does all its checks before its
+-- first write: Lua does not roll back.
+local MAGIC, STASH, HINT = string.char(0) .. 'rs1', string.char(0) .. 'rsp', '0:'
+local RING, POPS, POP_BYTES, RETAIN_MS, SCAN_LIMIT, MAX_ITEMS = 16, 2, 65536, 600000, 1000, 10000
 local LINE = '^ (%d+) ([^ \n]+) (%d+) ([^ \n]*) (%d*) (%d+) (%d+) (%d+) (%d+)([^\n]*)\n()'
 
 local function plausible(e)
@@ -15,6 +16,11 @@ end
 
 local function corrupt(what)
   return redis.error_reply('RSCORRUPT the session ' .. what .. ' does not parse')
+end
+
+-- A write refused: the session would hold more than MAX_ITEMS items.
+local function full(entries)
+  return redis.error_reply('RSFULL the session would hold ' .. entries .. ' entries; at most ' .. MAX_ITEMS)
 end
 
 local function clamp(n)
@@ -37,10 +43,10 @@ local function fresh(epoch)
           new = true}
 end
 
--- Give h the token ring of ring, and its popped entries if pops.
-local function inherit(h, ring, pops)
+-- Give h the token ring of ring, and its stash hint if stash.
+local function inherit(h, ring, stash)
   h.p, h.tl, h.rl, h.n, h.rest = ring.p, ring.tl, ring.rl, ring.n, ''
-  h.pl = pops and ring.pl or 0
+  h.pl = stash and ring.pl or 0
   h.raw = string.sub(ring.raw, 1, h.p + h.tl + h.rl + h.pl - 1)  -- not the later sections
 end
 
@@ -66,10 +72,10 @@ local function field(s, q, e)
   return r, nxt
 end
 
--- What tok's write replied, as remembered (a pop's 'i' with its entry, or
--- 'x' if that is gone); nil if it is not in the ring; false if the ring is
--- damaged. Tokens hold no newline, so a match that starts at a newline
--- inside the token section is a whole token.
+-- What tok's write replied, as remembered (a pop's item is in the stash);
+-- nil if it is not in the ring; false if the ring is damaged. Tokens hold no
+-- newline, so a match that starts at a newline inside the token section is a
+-- whole token.
 local function find(h, tok)
   local at = string.find(h.raw, '\n' .. tok .. '\n', h.p - 1, true)
   if not at or at + #tok + 1 > h.p + h.tl - 1 then return nil end
@@ -80,26 +86,55 @@ local function find(h, tok)
     r, q = field(h.raw, q, e)
     if not r then return false end
   end
-  local result = string.sub(h.raw, r, q - 1)
-  if result ~= 'i' then return result end
-  local key
-  q, e, key = e + 1, e + h.pl, tok .. '\n'
-  while q <= e do
-    r, q = field(h.raw, q, e)
-    if not r then return false end
-    if string.sub(h.raw, r, r + #key - 1) == key then return 'i' .. string.sub(h.raw, r + #key, q - 1) end
-  end
-  return 'x'
+  return string.sub(h.raw, r, q - 1)
 end
 
--- Add tok and its result as the newest (and a pop's entry); drop the oldest
--- past the bounds. Only works out what to keep (h.cut): dump() builds the
--- new header in one concatenation, since every byte a script copies costs.
--- False if the ring is damaged (nothing changed).
-local function remember(h, tok, result, entry)
+-- Whether the header says index 1 may hold a stash (its popped section is the hint).
+local function hinted(h)
+  local q = h.p + h.tl + h.rl
+  return h.pl == #HINT and string.sub(h.raw, q, q + h.pl - 1) == HINT
+end
+
+-- The stash at index 1, read only when the header hints at one; '' if there is none.
+local function stash(key, h)
+  if not (h and hinted(h)) then return '' end
+  local s = redis.call('LINDEX', key, 1)
+  if s and string.sub(s, 1, #STASH) == STASH then return s end
+  return ''
+end
+
+-- The entry tok's pop removed, from stash s; nil if it is not there (anymore).
+local function unstash(s, tok)
+  local q, key = #STASH + 1, tok .. '\n'
+  for _ = 1, POPS do
+    local r, nxt = field(s, q, #s)
+    if not r then return nil end
+    if string.sub(s, r, r + #key - 1) == key then return string.sub(s, r + #key, nxt - 1) end
+    q = nxt
+  end
+  return nil
+end
+
+-- Stash s with tok's popped entry as the newest, keeping older ones while
+-- there are at most POPS and all fit in POP_BYTES (the newest is always kept).
+local function restash(s, tok, entry)
+  local size, total, q = #tok + 1 + #entry, 0, #STASH + 1
+  local keep = q - 1
+  for _ = 2, POPS do
+    local r, nxt = field(s, q, #s)
+    if not r or total + (nxt - q) + size > POP_BYTES then break end
+    total, q, keep = total + nxt - q, nxt, nxt - 1
+  end
+  return STASH .. size .. ':' .. tok .. '\n' .. entry .. string.sub(s, #STASH + 1, keep)
+end
+
+-- Add tok and its result as the newest; drop the oldest past RING. hint: whether
+-- index 1 holds a stash now (nil: as before). Only works out what to keep
+-- (h.cut): dump() builds the new header in one concatenation. False if the ring
+-- is damaged (nothing changed).
+local function remember(h, tok, result, hint)
   local ts, te = h.p, h.p + h.tl - 1
   local rs, re = te + 1, te + h.rl
-  local ps, pe = re + 1, re + h.pl
   local n = h.n + 1
   if n > RING then
     local c = string.find(h.raw, '\n', ts, true)
@@ -107,31 +142,18 @@ local function remember(h, tok, result, entry)
     if not c or c > te or not nxt then return false end
     ts, rs, n = c + 1, nxt, n - 1
   end
-  local keep = pe
-  if entry then
-    local size, kept, total, q = #tok + 1 + #entry, 1, 0, ps
-    keep = ps - 1
-    while q <= pe and kept < POPS do
-      local r, nxt = field(h.raw, q, pe)
-      if not r then return false end
-      if total + (nxt - q) + size > POP_BYTES then break end
-      total, kept, q = total + nxt - q, kept + 1, nxt
-      keep = q - 1
-    end
-  end
-  h.cut, h.tok, h.result, h.entry, h.n = {ts, te, rs, re, ps, keep}, tok, result, entry, n
+  if hint == nil then hint = hinted(h) end
+  h.cut, h.tok, h.result, h.hint, h.n = {ts, te, rs, re}, tok, result, hint, n
   return true
 end
 
 local function dump(h)
   local c, raw, tok, result = h.cut, h.raw, h.tok, h.result
-  local rhead, pop = #result .. ':', ''
-  if h.entry then pop = (#tok + 1 + #h.entry) .. ':' .. tok .. '\n' .. h.entry end
+  local rhead, pop = #result .. ':', h.hint and HINT or ''
   return MAGIC .. ' ' .. h.v .. ' ' .. h.e .. ' ' .. h.g .. ' ' .. h.from .. ' ' .. h.at .. ' ' .. h.n .. ' ' ..
-         (c[2] - c[1] + 2 + #tok) .. ' ' .. (c[4] - c[3] + 1 + #rhead + #result) .. ' ' ..
-         (#pop + c[6] - c[5] + 1) .. h.rest .. '\n' ..
+         (c[2] - c[1] + 2 + #tok) .. ' ' .. (c[4] - c[3] + 1 + #rhead + #result) .. ' ' .. #pop .. h.rest .. '\n' ..
          string.sub(raw, c[1], c[2]) .. tok .. '\n' .. string.sub(raw, c[3], c[4]) .. rhead .. result ..
-         pop .. string.sub(raw, c[5], c[6]) .. string.sub(raw, h.p + h.tl + h.rl + h.pl)
+         pop .. string.sub(raw, h.p + h.tl + h.rl + h.pl)
 end
 
 -- What the first run of a write replied, from what it remembered.
@@ -142,7 +164,6 @@ local function replay(r)
     if string.match(v, '^%d+$') and #v <= 13 then return tonumber(v) end
     return 0
   end
-  if k == 'i' then return string.sub(r, 2) end
   if k == 'n' then return false end
   if k == 'x' then return redis.error_reply('RSFORGOTTEN this pop already ran; its item is no longer remembered') end
   return 1
@@ -152,13 +173,13 @@ local function save(key, h)
   if h.new then redis.call('LPUSH', key, dump(h)) else redis.call('LSET', key, 0, dump(h)) end
 end
 
--- The TTL after a write, given the list's new length: the session's;
--- without one, a header-only key keeps its ring RETAIN_MS, and a key that
--- was header-only and now holds items again loses that retention.
-local function expire(key, ttl, len, was_empty)
+-- The TTL after a write that leaves items (how many) below the header: the
+-- session's; without one, a key with no items keeps its ring RETAIN_MS, and a
+-- key that had none and now holds items again loses that retention.
+local function expire(key, ttl, items, was_empty)
   if ttl > 0 then
     redis.call('PEXPIRE', key, ttl)
-  elseif len == 1 then
+  elseif items == 0 then
     redis.call('PEXPIRE', key, RETAIN_MS)
   elseif was_empty then
     redis.call('PERSIST', key)

@@ -112,7 +112,7 @@ class CompactionSession:
     async def compact(self, *, force: bool = False, args: Optional[Mapping[str, Any]] = None) -> CompactionOutcome:
         """Compact once if triggered (or forced); report what happened."""
         snap = await self.underlying.snapshot()
-        if snap.count == 0:
+        if not snap.items:
             return "empty"
         candidates = [item for item in snap.items if is_candidate(item)]
         context = {

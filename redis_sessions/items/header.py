@@ -3,10 +3,11 @@
 A session is ONE Redis list, ``<prefix>:{s:<id>}:items``: the header at index
 0, then the encoded items, oldest first. Items and metadata in one key expire,
 get evicted, purged and migrated together; a script touches one key only.
+``lua/items_lib.lua`` reads and writes it; this module parses it (for the
+reads that skip a script, and for tests) and holds the bounds the scripts share.
 
 The header is bytes that Lua parses with one ``string.match`` (Redis's Lua
-has cmsgpack, fakeredis's has not), and ``lua/items_lib.lua`` mirrors this
-module function for function::
+has cmsgpack, fakeredis's has not)::
 
     \\x00rs1 <v> <e> <g> <forked_from> <forked_at> <n> <tlen> <rlen> <plen>[<later>]\\n<tokens><results><popped>[<later>]
 
@@ -22,24 +23,30 @@ module function for function::
 - ``tokens``: the newest :data:`RING` tokens, oldest first, each followed by a
   newline (tokens are hex, or ``k:<idempotency key>``: never a space or newline).
 - ``results``: one ``<len>:<result>`` per token, in the same order.
-- ``popped``: the entries the newest pops removed, newest first, as
-  ``<len>:<token>\\n<entry>``: at most :data:`POPS` of them, and older ones only
-  while all fit in :data:`POP_BYTES` (the newest is kept whatever its size).
+- ``popped``: :data:`HINT` when index 1 holds the stash (below), else empty.
+  Headers written before the stash kept the popped entries themselves here;
+  the next write drops them.
 - ``later``: a later version's fields go at the end of the first line or
   after the sections; writers that do not know them keep them as they are.
+
+The stash: what the newest pops removed, in ONE entry at index 1, so that a
+retried pop can return its item while the header stays small (every write
+reads and rewrites the header; none but a pop, a fork onto an emptied id, or
+a retried pop reads the stash). It is :data:`STASH` then
+``<len>:<token>\\n<entry>`` per pop, newest first: at most :data:`POPS`, and
+older ones only while all fit in :data:`POP_BYTES` (the newest is kept
+whatever its size). It starts with 0x00, so reads skip it as a non-item, and a
+pop never drops it; a pop rewrites it, a clear or a compaction removes it.
+A stash is believed only when the header hints at it and the entry at index 1
+starts with :data:`STASH`.
 
 A write carries a token made client-side, part of the script's ARGV, so
 redis-py re-sending a command whose reply was lost carries the same one. A
 script that finds its token writes nothing and replies what the first run
-replied: an add its version, a pop its item (from ``popped``; if that was
+replied: an add its version, a pop its item (from the stash; if that was
 dropped since, or cleared, ``session.store.conflict``, never a second pop).
 A token older than the newest 16 writes is forgotten, and its write would
 apply again: the bound on how late a re-send may arrive.
-
-The common write finds its token is new with one plain ``string.find``,
-appends to each section and drops the oldest entry of each past its bound;
-the ring is walked only for a re-sent write. Every write reads and rewrites
-the header, so the popped section is kept small: it is most of the header.
 
 Result kinds: ``a<v>`` add, ``i`` pop of an item, ``n`` pop that found none,
 ``m`` pop that met :data:`SCAN_LIMIT` non-items first (the caller calls
@@ -54,11 +61,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Optional
 
 from ..errors import ErrorCode, SessionError
 
 MAGIC = b"\x00rs1"
+STASH = b"\x00rsp"
+"""How the stash at index 1 starts."""
+HINT = b"0:"
+"""The header's popped section when index 1 holds the stash (an empty entry to the
+headers' older readers, which kept popped entries there)."""
 RING = 16
 """Tokens remembered per session: the newest writes."""
 POPS = 2
@@ -70,6 +82,10 @@ RETAIN_MS = 600_000
 when the session has no TTL."""
 SCAN_LIMIT = 1000
 """Entries one script call reads or drops at most (pop's garbage, get's scan, a read's page)."""
+MAX_ITEMS = 10_000
+"""Entries a session holds at most below its header, and items one ``add_items``,
+compaction or fork writes at most: what keeps a fork, clear or compaction of a full
+session, or an add of a full batch of small items, to about 2 ms of Redis 7.0."""
 
 _LINE = re.compile(
     rb" ([0-9]+) ([^ \n]+) ([0-9]+) ([^ \n]*) ([0-9]*) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+)([^\n]*)\n")
@@ -78,8 +94,7 @@ _FIELD = re.compile(rb"([0-9]+):")
 
 @dataclass
 class Header:
-    """A parsed header: its counters, and its sections left in place in ``raw``
-    (0-based offsets) until :func:`remember` works out what the new one keeps."""
+    """A parsed header: its counters, and its sections left in place in ``raw`` (0-based offsets)."""
 
     version: int
     epoch: bytes
@@ -93,13 +108,6 @@ class Header:
     tlen: int = 0
     rlen: int = 0
     plen: int = 0
-    cut: Optional[tuple[int, int, int, int, int, int]] = None
-    """What the next header keeps of ``raw``: tokens, results and popped ranges (start, end)."""
-    tok: bytes = b""
-    result: bytes = b""
-    entry: Optional[bytes] = None
-    new: bool = False
-    """Not in the list yet: written with LPUSH rather than LSET."""
 
     @property
     def tail(self) -> bytes:
@@ -114,26 +122,18 @@ class Header:
         return _fields(self.raw[self.start + self.tlen:self.start + self.tlen + self.rlen], "results")
 
     @property
-    def popped(self) -> list[tuple[bytes, bytes]]:
-        """(token, entry) of the remembered pops, newest first."""
+    def hinted(self) -> bool:
+        """Whether index 1 holds the stash (the header says so)."""
         q = self.start + self.tlen + self.rlen
-        found = _fields(self.raw[q:q + self.plen], "popped entries")
-        return [(p[:p.index(b"\n")], p[p.index(b"\n") + 1:]) for p in found]
+        return self.raw[q:q + self.plen] == HINT
 
 
 def is_header(entry: bytes) -> bool:
     return entry[:4] == MAGIC
 
 
-def fresh(epoch: bytes) -> Header:
-    return Header(version=0, epoch=epoch, rewrites=0, new=True)
-
-
-def inherit(h: Header, ring: Header, pops: bool) -> None:
-    """Give ``h`` the token ring of ``ring``, and its popped entries if ``pops``."""
-    h.start, h.tlen, h.rlen, h.count, h.rest = ring.start, ring.tlen, ring.rlen, ring.count, b""
-    h.plen = ring.plen if pops else 0
-    h.raw = ring.raw[:h.start + h.tlen + h.rlen + h.plen]  # not the later sections
+def is_stash(entry: bytes) -> bool:
+    return entry[:4] == STASH
 
 
 def try_parse(s: bytes) -> Optional[Header]:
@@ -171,63 +171,6 @@ def _next(s: bytes, q: int, end: int) -> Optional[tuple[int, int]]:
     return r, r + n
 
 
-def find(h: Header, tok: bytes) -> Union[bytes, None, bool]:
-    """What ``tok``'s write replied, as remembered (a pop's ``i`` with its entry, or
-    ``x`` if that is gone); None if it is not in the ring; False if the ring is damaged."""
-    at = h.raw.find(b"\n" + tok + b"\n", h.start - 1)
-    if at < 0 or at + len(tok) + 1 > h.start + h.tlen - 1:
-        return None
-    index = h.raw[h.start - 1:at + 1].count(b"\n")
-    q, end = h.start + h.tlen, h.start + h.tlen + h.rlen
-    for _ in range(index):
-        field = _next(h.raw, q, end)
-        if field is None:
-            return False
-        r, q = field
-    result = h.raw[r:q]
-    if result != b"i":
-        return result
-    q, end, key = end, end + h.plen, tok + b"\n"
-    while q < end:
-        field = _next(h.raw, q, end)
-        if field is None:
-            return False
-        r, q = field
-        if h.raw[r:r + len(key)] == key:
-            return b"i" + h.raw[r + len(key):q]
-    return b"x"
-
-
-def remember(h: Header, tok: bytes, result: bytes, entry: Optional[bytes] = None) -> bool:
-    """Add ``tok`` and its result as the newest (and a pop's entry); drop the oldest past
-    the bounds. Only works out what to keep (``h.cut``); :func:`dump` builds the new
-    header. False if the ring is damaged (nothing changed)."""
-    ts, te = h.start, h.start + h.tlen
-    rs, re_ = te, te + h.rlen
-    ps, pe = re_, re_ + h.plen
-    n = h.count + 1
-    if n > RING:
-        c = h.raw.find(b"\n", ts)
-        field = _next(h.raw, rs, re_)
-        if c < 0 or c >= te or field is None:
-            return False
-        ts, rs, n = c + 1, field[1], n - 1
-    keep = pe
-    if entry is not None:
-        size, kept, total, q = len(tok) + 1 + len(entry), 1, 0, ps
-        keep = ps
-        while q < pe and kept < POPS:
-            field = _next(h.raw, q, pe)
-            if field is None:
-                return False
-            if total + (field[1] - q) + size > POP_BYTES:
-                break
-            total, kept, q = total + field[1] - q, kept + 1, field[1]
-            keep = q
-    h.cut, h.tok, h.result, h.entry, h.count = (ts, te, rs, re_, ps, keep), tok, result, entry, n
-    return True
-
-
 def _fields(section: bytes, what: str) -> list[bytes]:
     out: list[bytes] = []
     q = 0
@@ -238,34 +181,3 @@ def _fields(section: bytes, what: str) -> list[bytes]:
         out.append(section[field[0]:field[1]])
         q = field[1]
     return out
-
-
-def dump(h: Header) -> bytes:
-    assert h.cut is not None, "a header is written after remember()"
-    ts, te, rs, re_, ps, keep = h.cut
-    raw, tok, result = h.raw, h.tok, h.result
-    pop = b"" if h.entry is None else b"%d:%s\n%s" % (len(tok) + 1 + len(h.entry), tok, h.entry)
-    toks = raw[ts:te] + tok + b"\n"
-    res = raw[rs:re_] + b"%d:%s" % (len(result), result)
-    pops = pop + raw[ps:keep]
-    return b"%s %d %s %d %s %s %d %d %d %d%s\n%s%s%s%s" % (
-        MAGIC, h.version, h.epoch, h.rewrites, h.forked_from, h.forked_at, h.count, len(toks), len(res),
-        len(pops), h.rest, toks, res, pops, h.tail)
-
-
-def _counter(value: bytes) -> bool:
-    return value.isdigit() and len(value) <= 13
-
-
-def replay(result: bytes, where: str) -> Union[bytes, None, int]:
-    """What the first run of a write replied, from what it remembered."""
-    kind = result[:1]
-    if kind == b"a":
-        return int(result[1:]) if _counter(result[1:]) else 0
-    if kind == b"i":
-        return result[1:]
-    if kind == b"n":
-        return None
-    if kind == b"x":
-        raise SessionError(ErrorCode.STORE_CONFLICT, f"{where}: this pop already ran; its item is no longer remembered")
-    return 1

@@ -74,7 +74,8 @@ _MAP_STARTS = frozenset(bytes([b]) for b in (*range(0x80, 0x90), 0xDE, 0xDF))
 _FRAMES = msgspec.msgpack.Decoder(list[bytes])
 
 # Errors the scripts raise themselves (items_lib.lua), and what they mean here.
-_SCRIPT_ERRORS = {"RSCORRUPT": ErrorCode.RECORD_CORRUPT, "RSFORGOTTEN": ErrorCode.STORE_CONFLICT}
+_SCRIPT_ERRORS = {"RSCORRUPT": ErrorCode.RECORD_CORRUPT, "RSFORGOTTEN": ErrorCode.STORE_CONFLICT,
+                  "RSFULL": ErrorCode.INPUT_INVALID}
 
 
 class RedisSession(ItemSession):
@@ -242,14 +243,13 @@ class RedisSession(ItemSession):
             # One LRANGE of the newest want+1 entries: if all of them came back, the
             # oldest is dropped (the header, or an item older than the newest want);
             # otherwise the list was shorter and index 0 is the header (or, in a list
-            # from before headers, an item). Kept if every entry looks like an item;
-            # otherwise items_get skips the garbage.
+            # from before headers, an item), and index 1 may be the stash. Kept if
+            # every entry looks like an item; otherwise items_get skips the garbage.
             entries = await self._lrange(-(want + 1), -1)
             if len(entries) > want:
                 entries = entries[1:]
             elif entries and hd.is_header(entries[0]):
-                hd.parse(entries[0], self._where)
-                entries = entries[1:]
+                entries = self._after_header(entries)
             if all(e[:1] in _MAP_STARTS for e in entries):
                 return entries
         return await super()._newest(want)
@@ -259,10 +259,15 @@ class RedisSession(ItemSession):
             entries = await self._lrange(0, hd.SCAN_LIMIT)
             if len(entries) <= hd.SCAN_LIMIT:  # the whole list, in one command
                 if entries and hd.is_header(entries[0]):
-                    hd.parse(entries[0], self._where)
-                    entries = entries[1:]
+                    entries = self._after_header(entries)
                 return entries
         return await super()._all_entries()
+
+    def _after_header(self, entries: list[bytes]) -> list[bytes]:
+        """A list read from index 0 with a header there: the entries after the header
+        (checked) and the stash (index 1, when there is one)."""
+        hd.parse(entries[0], self._where)
+        return entries[2:] if len(entries) > 1 and hd.is_stash(entries[1]) else entries[1:]
 
     async def _eng_ping(self) -> None:
         try:
