@@ -1,14 +1,17 @@
 """Writes acknowledged only once replicas have them: ``replica_acks`` (opt-in).
 
-A write with ``replica_acks=N`` is sent with ``WAIT N <ms>`` behind it on ONE
-connection, in one round trip: WAIT counts the replicas that have every write
-made on *its* connection, so it must follow the write on the same one. On a
-standalone server (or a sentinel's master) that is a connection of the client's
-pool; on a cluster, a connection of the node that owns the key's slot (redis-py's
-``ClusterNode``). The write commands redis-py would retry are retried here
-instead, within the call's budget: NOSCRIPT (sent again as EVAL), MOVED and ASK
-(the slot map refreshed, or ASKING in front), TRYAGAIN and CLUSTERDOWN (a
-short wait), a broken connection (reconnect; on a cluster, the map refreshed).
+A write with ``replica_acks=N`` is sent as ``[write, ROLE, WAIT N <ms>, ROLE]``
+in one pipeline, on ONE connection: WAIT counts the replicas that have every
+write made on *its* connection, so it must follow the write on the same one.
+On a standalone server (or a sentinel's master) that is a redis-py pipeline
+(``transaction=False``), which redis-py sends again whole on a new connection
+after a broken one or a timeout. On a cluster it is a pipeline on the node that
+owns the key's slot (``ClusterNode.execute_pipeline``), sent once: a cluster
+pipeline's own retry routes the keyless ROLE and WAIT by their policies (WAIT to
+every master, summed), away from the write. ASK (the slot is moving): sent once
+more to the node named, after ASKING. MOVED, TRYAGAIN, CLUSTERDOWN or a broken
+connection: one read of the key through the client lets redis-py find its node
+again, then one more send. NOSCRIPT: the EVAL of the script is sent instead, once.
 Every write is idempotent, so sending one again has no second effect.
 
 Is WAIT enough? It waits for the replication offset recorded for its
@@ -19,16 +22,18 @@ and newer (and Valkey) record the master's offset after every command of a
 connection, reads included (measured on 7.0.15: after a GET, WAIT waits for
 writes other connections made before it), so WAIT after a replayed write still
 covers the first copy. Servers that record it only for a connection's own
-writes (before 7.0) would count replicas that do not have the write. So the
-write goes as ``[write, ROLE, WAIT, ROLE]`` and is acknowledged only once N
-replicas have acknowledged the master's offset that the first ROLE reported
-right after the write (at least that of whichever copy ran it), as the second
-ROLE shows. When WAIT waited for this write (always, on 7.0+, unless another
-client's command slipped in between a pipeline split over TCP reads), the
-replicas answered its GETACK with at least that offset and the call is one
-round trip; otherwise ROLE is asked again until they have (replicas also
+writes (before 7.0) would count replicas that do not have the write. So a write
+is acknowledged only once N replicas have acknowledged the master's offset that
+the first ROLE reported right after the write (at least that of whichever copy
+ran it), as the second ROLE shows. When WAIT waited for this write (always, on
+7.0+), the replicas answered its GETACK with at least that offset and the call
+is one round trip; otherwise ROLE is asked again until they have (replicas also
 acknowledge on their own once a second), for up to
 ``max(replica_ack_timeout, REPLAYED_WAIT)``.
+
+WAIT's own timeout is kept under the connection's read timeout (a read that
+times out is redis-py's to retry, not an answer); what it leaves of
+``replica_ack_timeout`` is waited for by asking ROLE.
 
 Fewer than N replicas in time: ``session.backend.not_replicated`` (503). The
 write is on the master and may still reach the replicas; retrying it is safe.
@@ -51,7 +56,8 @@ from typing import Any, Sequence, Union
 
 from redis import exceptions as rx
 from redis.asyncio import Redis
-from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
+from redis.client import NEVER_DECODE
 
 from .errors import ErrorCode, SessionError
 from .validate import integer, seconds
@@ -59,15 +65,17 @@ from .validate import integer, seconds
 DEFAULT_ACK_TIMEOUT = 1.0
 """Seconds a write waits for its replicas by default."""
 MAX_REPLICA_ACKS = 16
-ATTEMPTS = 4
-"""Sends of one write after a broken connection (the first included), as redis-py's retries."""
-REDIRECTS = 16
-"""MOVED, ASK, TRYAGAIN and CLUSTERDOWN answers followed before giving up (redis-py's own TTL)."""
 POLL = 0.05
 REPLAYED_WAIT = 1.5
 """Seconds a replayed write may wait for its replicas' once-a-second acknowledgement."""
+WAIT_SHARE = 0.8
+"""WAIT's timeout at most this share of a read's (the rest is for the round trip)."""
 
 Command = tuple[Any, ...]
+_RAW: dict[str, Any] = {NEVER_DECODE: []}
+_MOVED = (rx.MovedError, rx.AskError, rx.TryAgainError, rx.ClusterDownError, rx.ConnectionError, rx.TimeoutError,
+          OSError)
+"""A cluster node's answers after which redis-py must find the key's node again."""
 
 
 @dataclass(frozen=True)
@@ -86,9 +94,12 @@ class ReplicaAcks:
             raise SessionError(ErrorCode.INPUT_INVALID, "replica_ack_timeout must be a number of seconds above 0")
         return cls(count, wait) if count else None
 
-    @property
-    def wait_ms(self) -> int:
-        return max(1, int(self.timeout * 1000))
+    def wait_ms(self, read_timeout: object) -> int:
+        """WAIT's timeout: ``timeout``, within a read's ``read_timeout`` (None: no limit)."""
+        limit = self.timeout
+        if isinstance(read_timeout, (int, float)) and read_timeout > 0:
+            limit = min(limit, WAIT_SHARE * read_timeout)
+        return max(1, int(limit * 1000))
 
 
 async def write_acked(client: Union[Redis, RedisCluster], key: str, command: Command, acks: ReplicaAcks,
@@ -96,43 +107,27 @@ async def write_acked(client: Union[Redis, RedisCluster], key: str, command: Com
     """Run ``command`` (a write on ``key``) as ``[command, ROLE, WAIT, ROLE]`` on one
     connection; its reply, undecoded, once ``acks.replicas`` replicas have it.
     ``fallback`` is sent instead after NOSCRIPT (the EVAL of an EVALSHA)."""
-    broken = redirects = 0
-    asking: rx.AskError | None = None
+    started = time.monotonic()
+    node, replies = await _send(client, key, command, acks)
+    if isinstance(replies[0], rx.NoScriptError) and fallback is not None:
+        node, replies = await _send(client, key, fallback, acks)
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    reply, after_write, waited, role = replies
+    # WAIT fell short: wait out what its own (maybe shortened) timeout left; else a
+    # replayed write's replicas may still owe their once-a-second acknowledgement.
+    patience = acks.timeout if waited < acks.replicas else max(acks.timeout, REPLAYED_WAIT)
+    floor = _offsets(after_write)[0]
     while True:
-        commands = [command, ("ROLE",), ("WAIT", acks.replicas, acks.wait_ms), ("ROLE",)]
-        try:
-            replies = await _send(client, key, commands, acks, asking)
-        except (rx.ConnectionError, rx.TimeoutError, OSError) as exc:
-            broken += 1
-            if broken >= ATTEMPTS:
-                raise
-            await _forget_node(client, exc)
-            await asyncio.sleep(min(0.5, 0.02 * 2 ** broken))
-            continue
-        asking = None
-        reply = replies[0]
-        if isinstance(reply, rx.NoScriptError) and fallback is not None and command is not fallback:
-            command = fallback
-            continue
-        if isinstance(reply, (rx.MovedError, rx.AskError, rx.TryAgainError, rx.ClusterDownError)):
-            redirects += 1
-            if redirects > REDIRECTS:
-                raise reply
-            if isinstance(reply, rx.AskError):
-                asking = reply
-            elif isinstance(reply, rx.MovedError) and isinstance(client, RedisCluster):
-                await client.nodes_manager.move_slot(reply)
-            else:
-                await asyncio.sleep(POLL)
-            continue
-        for other in (reply, *replies[1:]):
-            if isinstance(other, Exception):
-                raise other
-        waited = int(replies[2])
-        if waited < acks.replicas:
-            raise _not_replicated(waited, acks)
-        await _confirm_offset(client, key, _offsets(replies[1])[0], replies[3], acks)
-        return reply
+        acked = sum(offset >= floor for offset in _offsets(role)[1])
+        if acked >= acks.replicas:
+            return reply
+        if time.monotonic() >= started + patience:
+            raise _not_replicated(acked, acks)
+        await asyncio.sleep(POLL)
+        role = await (client.execute_command("ROLE", target_nodes=node, **_RAW) if node is not None
+                      else client.execute_command("ROLE", **_RAW))
 
 
 def _not_replicated(acked: int, acks: ReplicaAcks) -> SessionError:
@@ -143,23 +138,6 @@ def _not_replicated(acked: int, acks: ReplicaAcks) -> SessionError:
     )
 
 
-async def _confirm_offset(client: Union[Redis, RedisCluster], key: str, floor: int, role: object,
-                          acks: ReplicaAcks) -> None:
-    """Until ``acks.replicas`` replicas acknowledged ``floor``, the master's offset right
-    after the write (see the module); ``role`` is ROLE's reply after WAIT."""
-    deadline = time.monotonic() + max(acks.timeout, REPLAYED_WAIT)
-    while True:
-        acked = sum(offset >= floor for offset in _offsets(role)[1])
-        if acked >= acks.replicas:
-            return
-        if time.monotonic() >= deadline:
-            raise _not_replicated(acked, acks)
-        await asyncio.sleep(POLL)
-        role = (await _send(client, key, [("ROLE",)], acks, None))[0]
-        if isinstance(role, Exception):
-            raise role
-
-
 def _offsets(role: Any) -> tuple[int, list[int]]:
     """ROLE on a master: its replication offset and each replica's acknowledged one."""
     if not isinstance(role, list) or len(role) < 3 or bytes(role[0]) != b"master":
@@ -167,56 +145,47 @@ def _offsets(role: Any) -> tuple[int, list[int]]:
     return int(role[1]), [int(replica[2]) for replica in role[2]]
 
 
-async def _send(client: Union[Redis, RedisCluster], key: str, commands: Sequence[Command], acks: ReplicaAcks,
-                asking: rx.AskError | None) -> list[Any]:
-    """Send ``commands`` on one connection in one write, read every reply (an error
-    reply is returned in its place, not raised); WAIT's may take ``acks.timeout`` longer."""
-    if isinstance(client, RedisCluster):
-        await client.initialize()
-        if asking is not None:
-            node = client.get_node(host=asking.host, port=asking.port) or ClusterNode(
-                asking.host, asking.port, **client.nodes_manager.connection_kwargs)
-            commands = [("ASKING",), *commands]
-        else:
-            node = client.nodes_manager.get_node_from_slot(client.keyslot(key))
-        connection = node.acquire_connection()
-        try:
-            replies = await _exchange(connection, commands, acks)
-        except BaseException as exc:
-            exc.failed_node = node  # type: ignore[attr-defined]  # for _forget_node
-            raise
-        finally:
-            node.release(connection)
-        return replies[1:] if asking is not None else replies
-    pool = client.connection_pool
-    connection = await pool.get_connection()  # type: ignore[no-untyped-call]
+async def _send(client: Union[Redis, RedisCluster], key: str, write: Command,
+                acks: ReplicaAcks) -> tuple[ClusterNode | None, list[Any]]:
+    """The node that answered (None: not a cluster) and the four replies, an error
+    reply in its place."""
+    if not isinstance(client, RedisCluster):
+        read_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
+        pipe = client.pipeline(transaction=False)
+        for command in _commands(write, acks, read_timeout):
+            pipe.execute_command(*command, **_RAW)
+        return None, await pipe.execute(raise_on_error=False)
+    await client.initialize()
+    node = _node(client.get_node_from_key(key))
+    replies = await _on_node(node, write, acks)
+    asked = replies[0]
+    if isinstance(asked, rx.AskError) and not isinstance(asked, rx.MovedError):  # the slot is moving
+        node = _node(client.get_node(host=asked.host, port=asked.port), asked)
+        replies = await _on_node(node, write, acks, asking=True)
+    elif any(isinstance(reply, _MOVED) for reply in replies):
+        await client.exists(key)  # redis-py follows the key to its node, and learns where it is
+        node = _node(client.get_node_from_key(key))
+        replies = await _on_node(node, write, acks)
+    return node, replies
+
+
+def _node(node: ClusterNode | None, error: Exception | None = None) -> ClusterNode:
+    if node is None:  # a node the slot map does not know
+        raise error or rx.SlotNotCoveredError("the key's slot is not covered by the cluster")
+    return node
+
+
+async def _on_node(node: ClusterNode, write: Command, acks: ReplicaAcks, *, asking: bool = False) -> list[Any]:
+    """The commands in one pipeline on ``node``, sent once; ``asking``: after ASKING."""
+    commands = [*([("ASKING",)] if asking else []),
+                *_commands(write, acks, node.connection_kwargs.get("socket_timeout"))]
+    stack = [PipelineCommand(at, *command, **_RAW) for at, command in enumerate(commands)]
     try:
-        return await _exchange(connection, commands, acks)
-    finally:
-        await pool.release(connection)
+        await node.execute_pipeline(stack)
+    except _MOVED as exc:  # sending failed: no command has a reply
+        return [exc]
+    return [command.result for command in stack[1 if asking else 0:]]
 
 
-async def _exchange(connection: Any, commands: Sequence[Command], acks: ReplicaAcks) -> list[Any]:
-    await connection.send_packed_command(connection.pack_commands(commands))
-    base = connection.socket_timeout
-    replies: list[Any] = []
-    for command in commands:
-        timeout = (base or 0) + acks.timeout if command[0] == "WAIT" and base else None
-        try:
-            replies.append(await connection.read_response(disable_decoding=True, timeout=timeout))
-        except rx.ResponseError as exc:
-            replies.append(exc)
-    return replies
-
-
-async def _forget_node(client: Union[Redis, RedisCluster], exc: BaseException) -> None:
-    """After a broken connection to a cluster node: drop its idle connections and have
-    the slot map read again before the next send, as redis-py does for its own commands."""
-    node = getattr(exc, "failed_node", None)
-    if not isinstance(client, RedisCluster) or node is None:
-        return
-    try:
-        await node.disconnect_free_connections()
-    except (rx.RedisError, OSError, RuntimeError):
-        pass
-    client._initialize = True
+def _commands(write: Command, acks: ReplicaAcks, read_timeout: object) -> Sequence[Command]:
+    return [write, ("ROLE",), ("WAIT", acks.replicas, acks.wait_ms(read_timeout)), ("ROLE",)]

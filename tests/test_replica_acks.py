@@ -11,6 +11,7 @@ to wait for.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import tempfile
@@ -21,7 +22,7 @@ import pytest
 import redis
 
 from chains import record
-from faultservers import fault_proxies, freezer  # noqa: F401
+from faultservers import admin, fault_proxies, freezer, key_slot, migrate_keys, node_id, slot_owner  # noqa: F401
 from redis_sessions import (
     RedisResponseSessionStore,
     RedisSession,
@@ -229,6 +230,35 @@ async def test_a_resent_write_is_confirmed_by_offset_not_by_an_empty_wait(pair: 
         await store.close()
 
 
+async def test_a_master_stalled_during_wait_is_a_session_error(pair: Pair, freezer) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    """The master stops (SIGSTOP) while WAIT waits for a frozen replica, longer than a
+    read's timeout, and comes back before the call's budget is spent. The call ends as
+    a SessionError (a raw ``int(None)`` TypeError escaped here once: redis-py answers
+    None for a read given its own timeout)."""
+    store = RedisResponseSessionStore.from_url(pair.master.url, key_prefix=_prefix(), replica_acks=1,
+                                               replica_ack_timeout=0.5, timeout=10,
+                                               redis_kwargs={"socket_timeout": 1.0})
+    try:
+        await store.save(record(await store.new_response_id()))  # connects, and loads the script
+        response_id = await store.new_response_id()
+        freezer.freeze(pair.replica)
+        started = time.monotonic()
+        call = asyncio.ensure_future(store.save(record(response_id)))
+        await asyncio.sleep(0.2)  # the write is done, WAIT waits for the frozen replica
+        freezer.freeze(pair.master)
+        await asyncio.sleep(2.0 - (time.monotonic() - started))  # past a read's 1 s, and WAIT's 1.5 s of before
+        freezer.thaw(pair.master)
+        with pytest.raises(SessionError) as caught:
+            await call
+        assert caught.value.code is ErrorCode.BACKEND_NOT_REPLICATED
+        freezer.thaw(pair.replica)
+        await _retried(lambda: store.save(record(response_id)))
+    finally:
+        freezer.thaw(pair.master)
+        freezer.thaw(pair.replica)
+        await store.close()
+
+
 def test_settings_reach_the_store_and_the_session(pair: Pair) -> None:
     config = SessionConfig(url=pair.master.url, replica_acks=1, replica_ack_timeout_seconds=0.25)
     store = create_response_session_store(config)
@@ -278,4 +308,58 @@ async def test_on_a_cluster_the_write_and_wait_go_to_the_key_owner(replicated_cl
         assert len(await session.get_items()) == 1
     finally:
         await session.close()
+        await store.close()
+
+
+async def test_on_a_cluster_a_moving_slot_is_followed(replicated_cluster: ClusterServer) -> None:
+    """The key moved to another master while its slot is open (ASK), then the slot
+    moved with it (MOVED, the client's map stale): each write waits for the replica
+    of the master that took it. (The slot stays moved: the cluster is this module's.)"""
+    cluster = replicated_cluster
+    session = RedisSession.from_url("s6", url=cluster.url, key_prefix=_prefix(), replica_acks=1)
+    try:
+        key = session._items_key
+        await session.add_items([{"role": "user", "content": "one"}])
+        slot = key_slot(key)
+        src = slot_owner(cluster, slot)
+        dst = next(node for node in cluster.masters() if node is not src)
+        replica = next(node for node in cluster.nodes if cluster.info(node).get("master_port") == str(dst.port))
+        with admin(dst.port) as r:
+            r.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", node_id(src))
+        with admin(src.port) as r:
+            r.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", node_id(dst))
+        migrate_keys(src, dst, [key])
+        await session.add_items([{"role": "user", "content": "two"}])  # ASK
+        for master in [dst, src, *(node for node in cluster.masters() if node not in (src, dst))]:
+            with admin(master.port) as r:
+                r.execute_command("CLUSTER", "SETSLOT", slot, "NODE", node_id(dst))
+
+        def on_the_replica() -> object:  # it serves the slot's keys once its master owns the slot
+            with admin(replica.port) as r:
+                r.execute_command("READONLY")
+                return r.execute_command("LLEN", key)
+
+        assert on_the_replica() == 3  # the header and two items
+        await session.add_items([{"role": "user", "content": "three"}])  # MOVED
+        assert on_the_replica() == 4
+        assert len(await session.get_items()) == 3
+    finally:
+        await session.close()
+
+
+async def test_a_wait_cut_short_by_the_read_timeout_is_made_up_by_role(replicated_cluster: ClusterServer) -> None:
+    """WAIT stays under a read's timeout (a read that times out is redis-py's to retry,
+    not an answer); the rest of ``replica_ack_timeout`` is waited for by asking the
+    key's master for ROLE."""
+    store = RedisResponseSessionStore.from_url(replicated_cluster.url, key_prefix=_prefix(), replica_acks=2,
+                                               replica_ack_timeout=0.6, redis_kwargs={"socket_timeout": 0.25})
+    try:
+        response_id = await store.new_response_id()
+        started = time.monotonic()
+        with pytest.raises(SessionError) as caught:
+            await store.save(record(response_id))
+        assert time.monotonic() - started >= 0.6  # not WAIT's 0.2 s alone
+        assert caught.value.code is ErrorCode.BACKEND_NOT_REPLICATED
+        assert "1 of the 2 replica(s)" in caught.value.message
+    finally:
         await store.close()
