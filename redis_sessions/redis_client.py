@@ -384,17 +384,17 @@ def translated(exc: Exception, where: str) -> Exception:
     return translate(exc, where) or exc
 
 
-_TRANSIENT_PREFIXES = ("LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "MOVED", "ASK")
+_DENIED = (rx.AuthenticationError, rx.AuthorizationError, rx.NoPermissionError)
+_NOT_NOW = (rx.BusyLoadingError, rx.TryAgainError, rx.ClusterDownError, rx.ReadOnlyError, rx.AskError)
+"""redis-py's classes for a server that cannot serve now (MasterDownError and MovedError are subclasses)."""
+_NOT_NOW_PREFIXES = ("BUSY",)
+"""Error replies redis-py has no class for, by the server's prefix: a script running too long."""
 _CORRUPT_HINTS = ("WRONGTYPE", "not an integer", "not a valid float", "out of range")
-_DENIED = tuple(
-    cls for cls in (getattr(rx, "AuthenticationError", None), getattr(rx, "AuthorizationError", None),
-                    getattr(rx, "NoPermissionError", None)) if cls is not None
-)
 
 
 def translate(exc: BaseException, where: str) -> SessionError | None:
-    """The SessionError for an exception from redis-py or the transport; None for
-    anything else (a bug of ours, which should surface as itself)."""
+    """The SessionError for an exception from redis-py or the transport, known by its
+    type; None for anything else (a bug of ours, which should surface as itself)."""
     if isinstance(exc, SessionError):
         return exc
     if isinstance(exc, rx.NoScriptError):  # only if the retry-as-EVAL path itself failed
@@ -409,35 +409,20 @@ def translate(exc: BaseException, where: str) -> SessionError | None:
         return SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: Redis is unavailable: {exc}")
     if isinstance(exc, RuntimeError) and ("loop" in str(exc)):
         return SessionError(ErrorCode.CLIENT_WRONG_LOOP, f"{where}: the Redis client belongs to another event loop ({exc})")
-    if isinstance(exc, (AttributeError, IndexError, KeyError, ValueError, RuntimeError)) and _from_redis(exc):
-        # redis-py can trip over a connection torn down under it (a failover, a
-        # concurrent disconnect), or a pool's release listener can raise: that is
-        # an outage seen from here, not input.
-        return SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: the connection failed: {type(exc).__name__}: {exc}")
     return None
 
 
 def _translate_reply(exc: rx.ResponseError, where: str) -> SessionError:
     text = str(exc)
-    kind = type(exc).__name__
-    if kind == "OutOfMemoryError" or text.startswith("OOM") or "used memory > 'maxmemory'" in text:
+    if isinstance(exc, rx.OutOfMemoryError) or "used memory > 'maxmemory'" in text:  # the latter: inside a script
         return SessionError(ErrorCode.BACKEND_FULL, f"{where}: Redis is out of memory (maxmemory): {text}")
-    if text.startswith(("NOPERM", "NOAUTH", "WRONGPASS")) or "no permissions" in text:
+    if "no permissions" in text:  # an ACL refusal inside a script, as older servers word it
         return SessionError(ErrorCode.BACKEND_DENIED, f"{where}: Redis refused the credentials or ACL permissions: {text}")
-    if text.startswith(_TRANSIENT_PREFIXES) or kind in ("TryAgainError", "ClusterDownError", "MasterDownError", "ReadOnlyError"):
+    if isinstance(exc, _NOT_NOW) or text.startswith(_NOT_NOW_PREFIXES):
         return SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: Redis cannot serve this now: {text}")
     if any(hint in text for hint in _CORRUPT_HINTS):
         return SessionError(ErrorCode.RECORD_CORRUPT, f"{where} holds data of the wrong type or shape: {text}")
     return SessionError(ErrorCode.BACKEND_ERROR, f"{where}: Redis answered with an error: {text}")
-
-
-def _from_redis(exc: BaseException) -> bool:
-    tb = exc.__traceback__
-    while tb is not None:
-        if "/redis/" in tb.tb_frame.f_code.co_filename.replace("\\", "/"):
-            return True
-        tb = tb.tb_next
-    return False
 
 
 WATCH_TICK = 0.05

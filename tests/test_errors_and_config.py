@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from redis import exceptions as rx
 
 import redis_sessions
 from redis_sessions import (
@@ -14,6 +15,7 @@ from redis_sessions import (
     create_response_session_store,
     new_response_id,
 )
+from redis_sessions.redis_client import translate
 from chains import record
 
 
@@ -145,3 +147,44 @@ async def test_the_factory_builds_item_sessions_from_the_same_config(redis_serve
     assert 0 < await session.client.pttl(session._items_key) <= 60_000
     await session.clear_session()
     await session.close()
+
+
+class _ReplicaReadOnly(rx.ReadOnlyError):
+    """A subclass under another name: recognised by its type, not by its name."""
+
+
+@pytest.mark.parametrize(("exc", "code"), [
+    (rx.MovedError("3999 127.0.0.1:6381"), ErrorCode.BACKEND_UNAVAILABLE),
+    (rx.AskError("3999 127.0.0.1:6381"), ErrorCode.BACKEND_UNAVAILABLE),
+    (rx.TryAgainError("Multiple keys request during rehashing of slot"), ErrorCode.BACKEND_UNAVAILABLE),
+    (rx.ClusterDownError("The cluster is down"), ErrorCode.BACKEND_UNAVAILABLE),
+    (rx.MasterDownError("Link with MASTER is down and replica-serve-stale-data is set to 'no'."),
+     ErrorCode.BACKEND_UNAVAILABLE),
+    (_ReplicaReadOnly("You can't write against a read only replica."), ErrorCode.BACKEND_UNAVAILABLE),
+    (rx.BusyLoadingError("Redis is loading the dataset in memory"), ErrorCode.BACKEND_UNAVAILABLE),
+    (rx.ResponseError("BUSY Redis is busy running a script."), ErrorCode.BACKEND_UNAVAILABLE),
+    (rx.OutOfMemoryError("command not allowed when used memory > 'maxmemory'."), ErrorCode.BACKEND_FULL),
+    (rx.NoPermissionError("this user has no permissions to run the 'evalsha' command"), ErrorCode.BACKEND_DENIED),
+    (rx.AuthenticationError("invalid username-password pair or user is disabled."), ErrorCode.BACKEND_DENIED),
+    (rx.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value"), ErrorCode.RECORD_CORRUPT),
+    (rx.TimeoutError("Timeout reading from socket"), ErrorCode.BACKEND_TIMEOUT),
+    (rx.ConnectionError("Connection closed by server."), ErrorCode.BACKEND_UNAVAILABLE),
+    (rx.SlotNotCoveredError('Slot "12" is not covered by the cluster.'), ErrorCode.BACKEND_UNAVAILABLE),
+], ids=lambda value: type(value).__name__ if isinstance(value, Exception) else value.name)
+def test_redis_py_exceptions_are_known_by_their_type(exc: Exception, code: ErrorCode) -> None:
+    # redis-py strips the prefix of the error replies it has a class for ("MOVED 3999 ..."
+    # arrives as MovedError("3999 ...")), so the class is all there is to go by.
+    translated = translate(exc, "x")
+    assert translated is not None and translated.code is code
+
+
+# A function whose code says it comes from redis-py's folder.
+_FROM_REDIS_PATH: dict[str, object] = {}
+exec(compile("def fail():\n    raise AttributeError('a bug')\n", "/site-packages/redis/asyncio/x.py", "exec"),
+     _FROM_REDIS_PATH)
+
+
+def test_where_an_exception_was_raised_does_not_make_it_redis_pys() -> None:
+    with pytest.raises(AttributeError) as caught:
+        _FROM_REDIS_PATH["fail"]()  # type: ignore[operator]
+    assert translate(caught.value, "x") is None  # not a redis-py exception type: surfaces as itself
