@@ -16,8 +16,7 @@ session) is killed with SIGKILL. What must hold:
   replica, so they fail with ``session.backend.not_replicated``, as they must).
 
 Also here: client options reach every node of a cluster client (a node held busy
-by a Lua loop, a socket timeout from the URL or the config), and redis-py's own
-RuntimeErrors are translated.
+by a Lua loop, a socket timeout from the URL or the config).
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ from chains import record
 from faultservers import key_slot, slot_owner
 from redis_sessions import RedisResponseSessionStore, RedisSession, SessionConfig, SessionError, create_item_session
 from redis_sessions.errors import ErrorCode
-from redis_sessions.redis_client import close_client, from_url, translate
+from redis_sessions.redis_client import close_client, from_url
 from servers import REDIS_SERVER, ClusterServer
 
 NODE_TIMEOUT_MS = 2000
@@ -249,20 +248,3 @@ def test_the_call_budget_sets_every_node_s_socket_timeouts() -> None:
     client = from_url("redis+cluster://127.0.0.1:7000", timeout=2.0, redis_kwargs={"socket_connect_timeout": 0.1})
     kwargs = client.nodes_manager.connection_kwargs  # every ClusterNode is built from these
     assert (kwargs["socket_timeout"], kwargs["socket_connect_timeout"]) == (0.5, 0.1)
-
-
-# -- redis-py's own RuntimeErrors --------------------------------------------------
-
-# A function whose code says it comes from redis-py, as a pool release listener's does.
-_RELEASE: dict[str, Any] = {}
-exec(compile("def release():\n    raise RuntimeError('listener failed')\n", "/site-packages/redis/asyncio/x.py", "exec"),
-     _RELEASE)
-
-
-def test_a_runtime_error_raised_inside_redis_py_is_an_outage_not_a_raw_error() -> None:
-    try:
-        _RELEASE["release"]()
-    except RuntimeError as exc:
-        translated = translate(exc, "item session 'x'")
-    assert translated is not None and translated.code is ErrorCode.BACKEND_UNAVAILABLE
-    assert translate(RuntimeError("ours"), "x") is None  # a bug of ours still surfaces as itself
