@@ -284,7 +284,8 @@ async def test_sdk_compaction_keeps_an_append_made_meanwhile(backend: Backend,
 
 
 # -- the exception types the SDK's callers catch ---------------------------------------------
-@pytest.mark.parametrize("items", ["not a list", [1], [{"x": object()}], [{1: "x"}]], ids=repr)
+@pytest.mark.parametrize("items", ["not a list", [1], [{"x": object()}], [{1: "x"}]],
+                         ids=["a-string", "an-int", "an-object", "an-int-key"])  # the same in every xdist worker
 async def test_bad_items_are_type_and_value_errors(backend: Backend, items: Any) -> None:
     s = make(backend)
     for kind in (TypeError, ValueError):
