@@ -14,7 +14,13 @@
 --   k:<id>  how many children a record has, when two or more (no e: and no k:: one)
 --   s:<id>  the deadline a sliding read gave a record that has children (kept for
 --           when its children are gone)
---   L       the leaves by deadline, "<13-digit deadline> <id>\n" each, soonest first
+--   L       the leaves by deadline, "<13-digit deadline> <id>\n" each, soonest first:
+--           at most LEAVES_MAX of them and LEAVES_BYTES bytes
+--   o:<id>  a leaf L had no room for, queued: "<13-digit deadline as queued>[ <next id>]"
+--   O       that queue's ends, "<first id> <last id>": leaves join it at the back in the
+--           order they are indexed, which is their deadlines' order but for a leaf needed
+--           again (its o: field tells the deadline it was queued with) or one a child's
+--           removal made a leaf with an older deadline (kept until those ahead of it go)
 --   c       how many records the thread holds
 --   r       how many fields the thread held after the last write that kept these books:
 --           a thread whose count differs was written by something that does not keep
@@ -34,9 +40,13 @@
 --           drop m and stop keeping it, as they stop the books. Removing records leaves
 --           it an upper bound; deleting the thread's last record deletes it.
 -- Removal is bounded: a save removes at most PRUNE leaves (a leaf whose removal makes
--- its parent a leaf past its deadline counts again), and L stays below LEAVES_MAX
--- bytes (leaves past it are not indexed: they stay until the thread expires).
-local PRUNE, LEAVES_MAX = 8, 16384
+-- its parent a leaf past its deadline counts again), visits at most PRUNE_VISITS of L's
+-- and as many of the queue's, and walks L's LEAVES_MAX entries at most. Every leaf is
+-- indexed, in L or in the queue, so every one goes once past its deadline while saves
+-- go on, however many branches the thread has; the queue holds one entry per record
+-- at most (its o: field says it is in), and an entry of a record that is no longer a
+-- leaf leaves it when its turn comes.
+local PRUNE, PRUNE_VISITS, LEAVES_MAX, LEAVES_BYTES = 8, 16, 256, 16384
 
 local function ms_now()
   local t = redis.call('TIME')
@@ -85,15 +95,43 @@ local function leaves_remove(L, id)
   return string.sub(L, 1, at - 14) .. string.sub(L, at + #id + 2)
 end
 
+-- L with the leaf in its place, and true; or L as it was, and false, when L is full.
 local function leaves_insert(L, id, deadline)
   local entry = string.format('%013.0f', deadline) .. ' ' .. id .. '\n'
-  if #L + #entry > LEAVES_MAX then return L end
-  local pos = 1
-  while pos <= #L do
-    if tonumber(string.sub(L, pos, pos + 12)) > deadline then break end
+  if #L + #entry > LEAVES_BYTES then return L, false end
+  local pos, at, n = 1, nil, 0
+  while pos <= #L and n < LEAVES_MAX do
+    if not at and tonumber(string.sub(L, pos, pos + 12)) > deadline then at = pos end
     pos = string.find(L, '\n', pos, true) + 1
+    n = n + 1
   end
-  return string.sub(L, 1, pos - 1) .. entry .. string.sub(L, pos)
+  if n == LEAVES_MAX then return L, false end
+  at = at or pos
+  return string.sub(L, 1, at - 1) .. entry .. string.sub(L, at), true
+end
+
+-- A leaf L has no room for joins the queue at the back, unless it is in it already (its
+-- turn then finds its new deadline).
+local function queue_push(key, id, deadline)
+  if redis.call('HEXISTS', key, 'o:' .. id) == 1 then return end
+  local queued = string.format('%013.0f', deadline)
+  local ends = redis.call('HGET', key, 'O')
+  if not ends then
+    redis.call('HSET', key, 'o:' .. id, queued, 'O', id .. ' ' .. id)
+    return
+  end
+  local first, last = string.match(ends, '^(%S+) (%S+)$')
+  local link = redis.call('HGET', key, 'o:' .. last) or queued
+  redis.call('HSET', key, 'o:' .. last, string.sub(link, 1, 13) .. ' ' .. id, 'o:' .. id, queued,
+             'O', first .. ' ' .. id)
+end
+
+-- A leaf indexed: in L, or in the queue when L is full.
+local function leaf_indexed(key, L, id, deadline)
+  local fits
+  L, fits = leaves_insert(L, id, deadline)
+  if not fits then queue_push(key, id, deadline) end
+  return L
 end
 
 -- A leaf needed again: its deadline moves to ``deadline``, and its place in L with it.
@@ -101,7 +139,7 @@ end
 local function leaf_renewed(key, L, id, deadline)
   if redis.call('HEXISTS', key, 'e:' .. id) == 0 then return L, false end
   redis.call('HSET', key, 'e:' .. id, string.format('%.0f', deadline))
-  return leaves_insert(leaves_remove(L, id), id, deadline), true
+  return leaf_indexed(key, leaves_remove(L, id), id, deadline), true
 end
 
 -- P gained a child.
@@ -125,7 +163,7 @@ local function child_removed(key, P, deadline, L)
   if s and s > deadline then deadline = s end
   redis.call('HDEL', key, 's:' .. P)
   redis.call('HSET', key, 'e:' .. P, string.format('%.0f', deadline))
-  return leaves_insert(L, P, deadline)
+  return leaf_indexed(key, L, P, deadline)
 end
 
 -- Whether L's soonest leaf is past its deadline (Redis's rule: alive through its
@@ -134,22 +172,53 @@ local function leaf_due(L, now)
   return #L > 0 and tonumber(string.sub(L, 1, 13)) < now
 end
 
--- Remove up to PRUNE leaves whose deadline has passed. Returns L and how many records went.
+-- A leaf past its deadline ``e`` goes; its parent may become a leaf.
+local function leaf_removed(key, id, e, L)
+  local parent = redis.call('HGET', key, 'p:' .. id)
+  redis.call('HDEL', key, 'd:' .. id, 'p:' .. id, 'e:' .. id, 'j:' .. id, 'n:' .. id)
+  if parent and parent ~= '' then L = child_removed(key, parent, e, L) end
+  return L
+end
+
+-- The queue's first entry leaves it: removed if past its deadline, queued again if it was
+-- needed again since it was queued. Returns L, whether it went, and false when the entry
+-- stays (a leaf in its deadline's order, not yet due: nor are those behind it).
+local function queue_visit(key, L, now)
+  local first, last = string.match(redis.call('HGET', key, 'O'), '^(%S+) (%S+)$')
+  local link = redis.call('HGET', key, 'o:' .. first) or ''
+  local queued, after = tonumber(string.sub(link, 1, 13)) or 0, string.sub(link, 15)
+  local e = tonumber(redis.call('HGET', key, 'e:' .. first) or '')
+  if e and e >= now and e <= queued then return L, false, false end
+  redis.call('HDEL', key, 'o:' .. first)
+  if after == '' then redis.call('HDEL', key, 'O') else redis.call('HSET', key, 'O', after .. ' ' .. last) end
+  if not e then return L, false, true end  -- no longer a leaf, or gone
+  if e < now then return leaf_removed(key, first, e, L), true, true end
+  return leaf_indexed(key, leaves_remove(L, first), first, e), false, true  -- (a sliding read may have put it in L)
+end
+
+-- Remove up to PRUNE leaves whose deadline has passed, L's first. Returns L and how many
+-- records went.
 local function prune(key, L, now)
   local gone = 0
-  while gone < PRUNE and leaf_due(L, now) do
+  for _ = 1, PRUNE_VISITS do
+    if gone >= PRUNE or not leaf_due(L, now) then break end
     local eol = string.find(L, '\n', 15, true)
     local id = string.sub(L, 15, eol - 1)
     L = string.sub(L, eol + 1)
     local e = tonumber(redis.call('HGET', key, 'e:' .. id) or '')
     if e and e < now then
-      local parent = redis.call('HGET', key, 'p:' .. id)
-      redis.call('HDEL', key, 'd:' .. id, 'p:' .. id, 'e:' .. id, 'j:' .. id, 'n:' .. id)
+      L = leaf_removed(key, id, e, L)
       gone = gone + 1
-      if parent and parent ~= '' then L = child_removed(key, parent, e, L) end
     elseif e then
-      L = leaves_insert(L, id, e)
+      L = leaf_indexed(key, L, id, e)
     end
+  end
+  for _ = 1, PRUNE_VISITS do
+    if gone >= PRUNE or redis.call('HEXISTS', key, 'O') == 0 then break end
+    local went, moved
+    L, went, moved = queue_visit(key, L, now)
+    if went then gone = gone + 1 end
+    if not moved then break end
   end
   return L, gone
 end
@@ -173,7 +242,7 @@ end
 
 -- Books stop for good: a thread something else wrote past keeps its records until it expires.
 local function books_off(key)
-  redis.call('HDEL', key, 'r', 'c', 'L')
+  redis.call('HDEL', key, 'r', 'c', 'L', 'O')
 end
 
 -- The largest record the thread holds by its m field (``m`` and ``w`` as read), when
@@ -196,12 +265,13 @@ local function save_check(key, A)
   local token = A[9] or ''
   local fields = {unpack(BOOK_FIELDS)}
   fields[6], fields[7], fields[8], fields[9], fields[10] = 'p:' .. id, 'p:' .. parent, 'e:' .. parent, 'k:' .. parent, 'm'
+  fields[11] = 'O'
   local jumps = keeps_jumps(parent, #blob)
-  if jumps then fields[11] = 'j:' .. parent end
+  if jumps then fields[12] = 'j:' .. parent end
   local named = (A[12] or '') ~= '' and parent ~= ''
   if named then fields[#fields + 1] = 'n:' .. parent end
   local got = redis.call('HMGET', key, unpack(fields))
-  local ring, old, parent_link, above = got[4] or '', got[6], got[7], jumps and got[11]
+  local ring, old, parent_link, above = got[4] or '', got[6], got[7], jumps and got[12]
   local names_above = named and got[#fields]
   if token ~= '' and string.find(ring, token, 1, true) then return 'ok' end
 
@@ -239,7 +309,7 @@ local function save_check(key, A)
                fresh = not old, has_ops = got[4] and true, has_w = got[5] and true,
                parent_leaf = parent ~= '' and got[8] and true, parent_k = tonumber(got[9] or ''),
                has_m = got[10] and true, largest = largest_known(got[10], got[5], b), books = b,
-               names_above = names_above}
+               names_above = names_above, queue = got[11] and true}
 end
 
 -- A new leaf's books, written with the record in its one HSET (the common save: five
@@ -249,14 +319,15 @@ end
 -- one more record, and r the field count this HSET leaves, from the fields it adds
 -- (``adds``: those of the record's own write, counted by the caller, then the books');
 -- HSET's own count of them confirms it (a field left by a hand edit is counted right).
--- Returns false, having written nothing, when a leaf is due for removal: the general
--- path prunes it.
+-- Returns false, having written nothing, when a leaf is due for removal or L is full: the
+-- general path prunes it, or queues the leaf.
 local function new_leaf_saved(key, args, adds, st, parent, id, deadline, now, drop_names)
   local b = st.books
   local L = b.L
   if st.parent_leaf then L = leaves_remove(L, parent) end
-  L = leaves_insert(L, id, deadline)
-  if L == '' or leaf_due(L, now) then return false end
+  local fits
+  L, fits = leaves_insert(L, id, deadline)
+  if not fits or leaf_due(L, now) then return false end
   -- the parent's fields this save removes: its leaf mark, and its names list (save_write)
   local drop = {}
   if st.parent_leaf then drop[1] = 'e:' .. parent end
@@ -325,7 +396,7 @@ local function save_write(key, A, st)
   local is_new_leaf = keep and not st.exists and deadline
   if is_new_leaf then args[#args + 1], args[#args + 2] = 'e:' .. id, string.format('%.0f', deadline) end
   local stale_m = st.has_m and not st.largest
-  if is_new_leaf and st.fresh and not stale_m then
+  if is_new_leaf and st.fresh and not stale_m and not st.queue then
     -- the fields the record's write adds: d:, p: and e: of a fresh record, w, m, j: and ops if new
     local adds = 3 + (jumps and 1 or 0) + (names and 1 or 0) + (st.has_w and 0 or 1)
                  + ((token ~= '' and not st.has_ops) and 1 or 0) + ((st.largest and not st.has_m) and 1 or 0)
@@ -346,7 +417,7 @@ local function save_write(key, A, st)
   if not st.exists then
     c = c + 1
     if parent ~= '' then L = child_added(key, parent, L) end
-    if is_new_leaf then L = leaves_insert(L, id, deadline) end
+    if is_new_leaf then L = leaf_indexed(key, L, id, deadline) end
   else
     if st.old ~= parent then  -- re-parented: the old parent loses a child, the new one gains it
       if st.old ~= '' then L = child_removed(key, st.old, deadline or now, L) end

@@ -28,7 +28,10 @@ With the default prefix ``rs``::
                                        responses/books.py): e:<id> a leaf's deadline (ms),
                                        k:<id> a children count of 2 or more, s:<id> the
                                        deadline a sliding read gave a record with children,
-                                       L the leaves by deadline, c the record count, r the
+                                       L the leaves by deadline (256 and 16 KB at most), o:<id>
+                                       a leaf L had no room for, queued (its deadline then,
+                                       and the next leaf's id), O the queue's first and last
+                                       ids, c the record count, r the
                                        field count the books last left (a thread whose
                                        count differs was written past them: no more trims)
     rs:{l:<response id>}:loc    string thread tag of a response whose id was minted

@@ -126,6 +126,38 @@ async def test_removal_is_bounded_per_save(clocked: Any) -> None:
     assert [s.request.input for s in (await store.resolve_chain(last)).sessions] == ["root", "keeper", "k0", "k1", "k2"]
 
 
+async def test_leaves_past_the_index_are_queued_and_go_too(clocked: Any) -> None:
+    """The index L holds LEAVES_MAX leaves at most (short ids would fit far more in its
+    bytes); the others queue, and go once past their deadline all the same, the one a
+    sliding read needed again excepted."""
+    store = make_store(clocked, ttl_seconds=TTL)
+    sliding = make_store(clocked, ttl_seconds=TTL, sliding_ttl=True)
+    root = await save(store, "root", None)
+    leaves = []
+    for i in range(books.LEAVES_MAX + 44):
+        await store.save(record(f"x{i}", root, "leaf"))
+        leaves.append(f"x{i}")
+    fields = await fields_of(clocked, store, root)
+    assert fields["L"].count(b"\n") == books.LEAVES_MAX
+    queued = [rid for rid in leaves if f"o:{rid}" in fields]
+    assert len(queued) == 44
+    clocked.clock.advance(TTL * 0.6)
+    keeper = await save(store, "keeper", root)
+    assert await sliding.get(queued[5]) is not None  # needed again: another TTL from now
+    clocked.clock.advance(TTL * 0.6)
+    last = keeper
+    for i in range(len(leaves) // books.PRUNE + 4):
+        last = await save(store, f"k{i}", last)
+    kept = [rid for rid in leaves if await store.get(rid) is not None]
+    assert kept == [queued[5]]
+    clocked.clock.advance(TTL * 0.6)
+    await save(store, "end", last)
+    assert await store.get(queued[5]) is None
+    fields = await fields_of(clocked, store, root)
+    assert not [f for f in fields if f.startswith("o:")] and "O" not in fields
+    await resolvable_whenever_readable(store, [root, keeper, last])
+
+
 async def test_a_store_without_response_expiry_keeps_the_thread_whole(clocked: Any) -> None:
     """response_expiry=False (and versions before it): nothing is removed but by the
     thread's TTL. A thread written by such a store stops being trimmed for good, even by
@@ -201,4 +233,3 @@ async def test_a_new_leaf_counts_the_fields_its_save_really_added(redis_backend:
     fields = await fields_of(redis_backend, store, rid)
     assert books.number(fields["r"]) == len(fields) - 1
     assert books.number(fields["c"]) == 2
-    assert books.mode(fields) == "on"
