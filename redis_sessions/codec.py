@@ -10,6 +10,7 @@ from typing import Any, Callable, TypeVar, Union
 
 import msgspec
 
+from . import validate
 from .errors import ErrorCode, SessionError
 from .models import Item, StoredResponseSession
 
@@ -27,6 +28,39 @@ def encode(value: Any) -> bytes:
         raise SessionError(ErrorCode.INPUT_INVALID, f"value cannot be encoded: {exc}") from None
     except RecursionError:
         raise SessionError(ErrorCode.INPUT_INVALID, "value nests too deeply to be encoded") from None
+
+
+def encode_items(items: object, max_item_bytes: int, max_batch_bytes: int, max_items: int) -> list[bytes]:
+    """Validate and encode a whole batch of items before anything is written: a list
+    of at most ``max_items`` dicts with string keys, each encoding to at most
+    ``max_item_bytes``, all together to at most ``max_batch_bytes``."""
+    if not isinstance(items, list):
+        raise SessionError(ErrorCode.INPUT_INVALID, f"items must be a list, got {type(items).__name__}")
+    if len(items) > max_items:
+        raise SessionError(ErrorCode.INPUT_INVALID, f"{len(items)} items in one call, at most {max_items}")
+    out: list[bytes] = []
+    total = 0
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise SessionError(ErrorCode.INPUT_INVALID, f"item {index} must be a dict, got {type(item).__name__}")
+        for key in item:
+            if not isinstance(key, str):
+                raise SessionError(ErrorCode.INPUT_INVALID, f"item {index} has a non-string key {key!r}")
+        validate.nesting(item, f"item {index}")
+        data = encode(item)
+        if len(data) > max_item_bytes:
+            raise SessionError(
+                ErrorCode.RECORD_TOO_LARGE,
+                f"item {index} encodes to {len(data)} bytes, the limit is {max_item_bytes}",
+            )
+        total += len(data)
+        if total > max_batch_bytes:
+            raise SessionError(
+                ErrorCode.RECORD_TOO_LARGE,
+                f"the items encode to more than {max_batch_bytes} bytes together (max_batch_bytes)",
+            )
+        out.append(data)
+    return out
 
 
 Where = Union[str, Callable[[], str]]

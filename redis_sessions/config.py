@@ -12,12 +12,11 @@ from .conversations import ConversationStore, RedisConversationStore
 from .errors import ErrorCode, SessionError
 from .ids import validate_id
 from .items import ItemSession, RedisSession
-from .items.base import MAX_BATCH_BYTES
 from .keys import DEFAULT_PREFIX
 from .memory import MemoryConversationStore, MemoryResponseSessionStore, MemorySession
 from .redis_client import DEFAULT_TIMEOUT
 from .replication import DEFAULT_ACK_TIMEOUT, MAX_REPLICA_ACKS
-from .responses.protocol import DEFAULT_MAX_RECORD_BYTES
+from .limits import DEFAULT_MAX_RECORD_BYTES, MAX_BATCH_BYTES
 from .responses.store import (
     DEFAULT_MAX_DEPTH,
     DEFAULT_TTL_SECONDS,

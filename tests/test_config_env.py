@@ -16,7 +16,7 @@ from redis_sessions import (
 )
 from redis_sessions import MemorySession
 from redis_sessions.items import RedisSession
-from redis_sessions.responses.store import DEFAULT_TTL_SECONDS
+from redis_sessions.limits import DEFAULT_TTL_SECONDS
 
 
 @pytest.fixture(autouse=True)

@@ -29,7 +29,8 @@ from redis_sessions import (
     RedisSession,
     SessionError,
 )
-from redis_sessions.items.base import MAX_ITEM_BYTES
+from redis_sessions.codec import encode_items
+from redis_sessions.limits import MAX_ITEM_BYTES
 
 pytestmark = pytest.mark.real
 
@@ -40,14 +41,12 @@ def item(text: str, pad: int = 0) -> dict[str, Any]:
     return {"role": "user", "content": text + "é" * pad}
 
 
-def at_limit(text: str) -> dict[str, Any]:
-    """An item whose encoding is exactly ``MAX_ITEM_BYTES`` (and one byte more with ``+1``)."""
-    from redis_sessions.items.base import encode_items
-
-    base = len(encode_items([item(text)], MAX_ITEM_BYTES, 1 << 30)[0])
+def at_limit(text: str, over: int = 0) -> dict[str, Any]:
+    """An item whose encoding is exactly ``MAX_ITEM_BYTES`` (``over`` bytes more)."""
+    base = len(encode_items([item(text)], MAX_ITEM_BYTES, 1 << 30, 1)[0])
     spare = MAX_ITEM_BYTES - base
     padded = {"role": "user", "content": text + "x" * (spare - 2)}  # msgpack str32 header: 2 more bytes
-    while len(encode_items([padded], 1 << 30, 1 << 30)[0]) < MAX_ITEM_BYTES:
+    while len(encode_items([padded], 1 << 30, 1 << 30, 1)[0]) < MAX_ITEM_BYTES + over:
         padded["content"] += "x"
     return padded
 
@@ -89,7 +88,7 @@ class Side:
             if what == "add":
                 return await s.add_items([item(f"{name}-{n}-{i}", pad=i * 7) for i in range(k)])
             if what == "big":  # one item at the limit, then one a byte past it
-                return [await s.add_items([at_limit(name)]), await self.run_one(s.add_items, [at_limit(name + "!")])]
+                return [await s.add_items([at_limit(name)]), await self.run_one(s.add_items, [at_limit(name, over=1)])]
             if what == "get":
                 return await s.get_items(k)
             if what == "pop":

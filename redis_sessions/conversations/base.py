@@ -23,12 +23,10 @@ from ..clock import Clock, system_clock
 from ..codec import decode_item, encode
 from ..errors import ErrorCode, SessionError
 from ..ids import mint_id, validate_id
-from ..items.base import MAX_BATCH_BYTES, MAX_ITEM_BYTES
 from ..keys import DEFAULT_PREFIX, KeySpace
+from ..limits import DEFAULT_TTL_SECONDS, MAX_BATCH_BYTES, MAX_ITEM_BYTES, UNSET, _Unset
 from ..models import Item
 from ..redis_client import bounded
-from ..responses.protocol import UNSET, _Unset
-from ..responses.store import DEFAULT_TTL_SECONDS
 from . import checks, paging
 from .models import Conversation, ConversationDeleted, ConversationItemList
 

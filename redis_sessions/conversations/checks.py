@@ -16,7 +16,7 @@ from typing import Any, Literal, Optional
 
 from ..errors import ErrorCode, SessionError
 from ..ids import mint_id, validate_id
-from ..items.base import encode_items
+from ..codec import encode_items
 from ..models import Item
 
 MAX_METADATA_PAIRS = 16
@@ -111,7 +111,7 @@ def items(value: object, max_item_bytes: int, max_batch_bytes: int,
     ids = [str(item["id"]) for item in out]
     if len(set(ids)) != len(ids):
         raise _bad("two items of one call have the same id")
-    return out, ids, encode_items(out, max_item_bytes, max_batch_bytes)
+    return out, ids, encode_items(out, max_item_bytes, max_batch_bytes, len(out))
 
 
 def page(limit: object, order: object, after: object) -> tuple[int, Order, Optional[str]]:

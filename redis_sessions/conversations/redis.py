@@ -16,11 +16,10 @@ from typing import Any, Mapping, Optional, Union, cast
 
 from ..clock import Clock, system_clock
 from ..errors import ErrorCode, SessionError
-from ..items.base import MAX_BATCH_BYTES, MAX_ITEM_BYTES
 from ..keys import DEFAULT_PREFIX
+from ..limits import MAX_BATCH_BYTES, MAX_ITEM_BYTES, UNSET, _Unset
 from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, translate_errors
 from ..replication import DEFAULT_ACK_TIMEOUT, ReplicaAcks, write_acked
-from ..responses.protocol import UNSET, _Unset
 from ..scripts import RawLibScript
 from .base import ConversationStore, Reply
 

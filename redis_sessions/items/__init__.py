@@ -6,7 +6,8 @@ is the same class on an in-process server) satisfies ``agents.memory.Session``;
 ``run_compaction``. The shared logic lives in :mod:`.base`.
 """
 
-from .base import MAX_BATCH_BYTES, MAX_ITEM_BYTES, ItemSession, Snapshot
+from ..limits import MAX_BATCH_BYTES, MAX_ITEM_BYTES
+from .base import ItemSession, Snapshot
 from .compaction import CompactionOutcome, CompactionSession, Compactor
 from .redis import RedisSession
 

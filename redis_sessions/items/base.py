@@ -71,14 +71,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Optional, TypeVar, Union, cas
 import msgspec
 
 from .. import validate
-from ..codec import decode_item, encode
+from ..codec import decode_item, encode, encode_items
 from ..errors import ErrorCode, SessionError
 from ..ids import validate_id
 from ..keys import DEFAULT_PREFIX, KeySpace
 from ..models import Item
 from ..redis_client import bounded
-from ..responses.protocol import UNSET, _Unset
-from ..responses.store import DEFAULT_TTL_SECONDS
+from ..limits import DEFAULT_TTL_SECONDS, MAX_BATCH_BYTES, MAX_ITEM_BYTES, UNSET, _Unset
 from . import header as hd
 
 if TYPE_CHECKING:
@@ -87,10 +86,6 @@ if TYPE_CHECKING:
     from agents.items import TResponseInputItem
     from agents.memory import SessionSettings
 
-MAX_ITEM_BYTES = 1 << 20
-"""The default limit on one encoded item."""
-MAX_BATCH_BYTES = 4 << 20
-"""The default limit on the encoded items of one ``add_items`` (or one compaction's output)."""
 MAX_RESTARTS = 8
 """Times a paged read starts over because the list was rewritten under it, before giving up."""
 _MAP_HEADERS = frozenset(range(0x80, 0x90)) | {0xDE, 0xDF}
@@ -208,36 +203,6 @@ def too_many(count: int, what: str) -> None:
     """Refuse a write of more than ``MAX_ITEMS`` items (checked before anything else is)."""
     if count > hd.MAX_ITEMS:
         raise SessionError(ErrorCode.INPUT_INVALID, f"{what}: {count} items, at most {hd.MAX_ITEMS} in one call")
-
-
-def encode_items(items: object, max_item_bytes: int, max_batch_bytes: int) -> list[bytes]:
-    """Validate and encode a whole batch before anything is written."""
-    if not isinstance(items, list):
-        raise SessionError(ErrorCode.INPUT_INVALID, f"items must be a list, got {type(items).__name__}")
-    too_many(len(items), "the items")
-    out: list[bytes] = []
-    total = 0
-    for index, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise SessionError(ErrorCode.INPUT_INVALID, f"item {index} must be a dict, got {type(item).__name__}")
-        for key in item:
-            if not isinstance(key, str):
-                raise SessionError(ErrorCode.INPUT_INVALID, f"item {index} has a non-string key {key!r}")
-        validate.nesting(item, f"item {index}")
-        data = encode(item)
-        if len(data) > max_item_bytes:
-            raise SessionError(
-                ErrorCode.RECORD_TOO_LARGE,
-                f"item {index} encodes to {len(data)} bytes, the limit is {max_item_bytes}",
-            )
-        total += len(data)
-        if total > max_batch_bytes:
-            raise SessionError(
-                ErrorCode.RECORD_TOO_LARGE,
-                f"the items encode to more than {max_batch_bytes} bytes together (max_batch_bytes)",
-            )
-        out.append(data)
-    return out
 
 
 def decode_entries(entries: list[bytes], where: str) -> tuple[list[Item], int]:
@@ -379,7 +344,7 @@ class ItemSession(ABC):
         the session remembers it (the newest 16 writes; see :mod:`.header`).
         """
         self._check_open()
-        entries = encode_items(items, self.max_item_bytes, self.max_batch_bytes)
+        entries = encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_ITEMS)
         key = None if idempotency_key is None else validate_id(idempotency_key, "idempotency key")
         if not entries:
             return
@@ -517,7 +482,7 @@ class ItemSession(ABC):
         validate.integer(snapshot.rewrites, "snapshot.rewrites")
         if not isinstance(snapshot.epoch, str):
             raise SessionError(ErrorCode.INPUT_INVALID, f"snapshot.epoch must be a str, got {snapshot.epoch!r}")
-        entries = encode_items(items, self.max_item_bytes, self.max_batch_bytes)
+        entries = encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_ITEMS)
         if not snapshot.epoch or not _was_stored(snapshot.epoch):
             return False
         what = (snapshot.epoch, snapshot.rewrites, snapshot.count, entries)
@@ -544,7 +509,7 @@ class ItemSession(ABC):
         if _overrides_storage(type(self)):
             return False
         self._check_open()
-        encode_items(items, self.max_item_bytes, self.max_batch_bytes)
+        encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_ITEMS)
         for _ in range(MAX_RESTARTS):
             snapshot = await self.snapshot()
             if not snapshot.epoch:

@@ -37,10 +37,11 @@ from ..errors import ErrorCode, SessionError
 from ..keys import DEFAULT_PREFIX
 from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, translate_errors
 from ..replication import DEFAULT_ACK_TIMEOUT, ReplicaAcks, write_acked
-from ..responses.protocol import UNSET
+from ..limits import UNSET
 from ..scripts import RawLibScript
 from . import header as hd
-from .base import MAX_BATCH_BYTES, MAX_ITEM_BYTES, TTL, ItemSession, PopReply, RawSnapshot, Snapshot, TailSlice
+from ..limits import MAX_BATCH_BYTES, MAX_ITEM_BYTES
+from .base import TTL, ItemSession, PopReply, RawSnapshot, Snapshot, TailSlice
 
 if TYPE_CHECKING:
     from agents.memory import SessionSettings

@@ -1,7 +1,8 @@
 """Response chains: ``previous_response_id`` sessions for Responses-API gateways."""
 
 from .chain import canonical_item, request_input_items
-from .protocol import UNSET, ResponseSessionStore
+from ..limits import UNSET
+from .protocol import ResponseSessionStore
 from .store import ChainStore, RedisResponseSessionStore
 
 __all__ = [

@@ -12,15 +12,8 @@ import os
 from typing import Any, Awaitable, Protocol, Sequence, runtime_checkable
 
 from ..keys import KeySpace
+from ..limits import DEFAULT_MAX_RECORD_BYTES as DEFAULT_MAX_RECORD_BYTES, UNSET as UNSET, _Unset as _Unset
 from ..models import ResponseSessionSnapshot, StoredResponseSession
-
-
-class _Unset:
-    def __repr__(self) -> str:
-        return "UNSET"
-
-
-UNSET = _Unset()
 
 
 @runtime_checkable
@@ -58,8 +51,6 @@ redis-py re-sends a command whose reply was lost within one call's retries
 (seconds, within the call's budget); a conversation sees far fewer than 16 writes
 in that time. Each entry is 17 bytes, so a ring never holds more than 272: it is
 read and rewritten by every save, and its size shows in the save's cost."""
-DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
-"""The largest record a store accepts unless told otherwise (``max_record_bytes``)."""
 INLINE_BYTES = 8192
 """A chain whose records total at most this comes back inside the walk's reply (and a
 chain the store remembers is read by its names: lua/chain_known.lua), in one round trip;
