@@ -30,6 +30,7 @@ local parent = redis.call('HGET', key, 'p:' .. id)
 local linked = parent and 1 or 0
 local jumped = redis.call('HEXISTS', key, 'j:' .. id)
 local named = redis.call('HEXISTS', key, 'n:' .. id)  -- its names list (chain_lib.lua)
+local covers = redis.call('HEXISTS', key, 'l:' .. id)  -- its locators' cover (chain_lib.lua)
 local leaf_deadline = tonumber(redis.call('HGET', key, 'e:' .. id) or '')
 local has_ring = (ring ~= '' or token ~= '') and 1 or 0
 local stamped = redis.call('HEXISTS', key, 'w')  -- the last-write stamp (chain_save.lua): not a record
@@ -40,12 +41,12 @@ if mode == 'on' and b.has_c == 1 then
 else
   -- Every field but the ring, the stamp and the size, less this record's: counts leftover
   -- book fields as records too, so it can only say "none left" when none is.
-  records_left = redis.call('HLEN', key) - found - linked - jumped - named - (ring ~= '' and 1 or 0) - stamped - sized
+  records_left = redis.call('HLEN', key) - found - linked - jumped - named - covers - (ring ~= '' and 1 or 0) - stamped - sized
 end
 local pttl, linger = redis.call('PTTL', key), tonumber(ARGV[4])
 
 -- writes
-if found + linked + jumped + named > 0 then redis.call('HDEL', key, 'd:' .. id, 'p:' .. id, 'j:' .. id, 'n:' .. id) end
+if found + linked + jumped + named + covers > 0 then redis.call('HDEL', key, 'd:' .. id, 'p:' .. id, 'j:' .. id, 'n:' .. id, 'l:' .. id) end
 if token ~= '' then
   local keep = (#token + 1) * (tonumber(ARGV[3]) - 1)
   if #ring > keep then ring = string.sub(ring, 1, keep) end

@@ -32,6 +32,14 @@
 --           and check that they link up. A worker's save under the chain it has just
 --           resolved starts one (the names come with the save); a save under a record that
 --           keeps one carries it on, and the parent's goes: one list per branch's tip.
+-- Kept by saves with a TTL, for the locators of ids minted elsewhere (keys.py), which
+-- must live as long as their records, and a record lives as long as a descendant does:
+--   l:<id>  a record with an ancestor minted elsewhere: the locators of all those ancestors
+--           last at least until this time (ms). A save under P renews P's locator (the
+--           store does, after the script) and, where l:P will not last the new record's
+--           TTL, walks up renewing the ancestors' (cover_walk, below): once a TTL per
+--           path, so a locator lasts two TTLs from its renewal. A record without l: has
+--           no such ancestor (or was saved by a version before it).
 -- Kept by every save, books or not:
 --   m       "<bytes> <stamp>": the largest record the thread has held, as of the save
 --           that wrote the last-write stamp w it names. A save by anything that does
@@ -175,7 +183,7 @@ end
 -- A leaf past its deadline ``e`` goes; its parent may become a leaf.
 local function leaf_removed(key, id, e, L)
   local parent = redis.call('HGET', key, 'p:' .. id)
-  redis.call('HDEL', key, 'd:' .. id, 'p:' .. id, 'e:' .. id, 'j:' .. id, 'n:' .. id)
+  redis.call('HDEL', key, 'd:' .. id, 'p:' .. id, 'e:' .. id, 'j:' .. id, 'n:' .. id, 'l:' .. id)
   if parent and parent ~= '' then L = child_removed(key, parent, e, L) end
   return L
 end
@@ -265,13 +273,13 @@ local function save_check(key, A)
   local token = A[9] or ''
   local fields = {unpack(BOOK_FIELDS)}
   fields[6], fields[7], fields[8], fields[9], fields[10] = 'p:' .. id, 'p:' .. parent, 'e:' .. parent, 'k:' .. parent, 'm'
-  fields[11] = 'O'
+  fields[11], fields[12] = 'O', 'l:' .. parent
   local jumps = keeps_jumps(parent, #blob)
-  if jumps then fields[12] = 'j:' .. parent end
+  if jumps then fields[13] = 'j:' .. parent end
   local named = (A[12] or '') ~= '' and parent ~= ''
   if named then fields[#fields + 1] = 'n:' .. parent end
   local got = redis.call('HMGET', key, unpack(fields))
-  local ring, old, parent_link, above = got[4] or '', got[6], got[7], jumps and got[12]
+  local ring, old, parent_link, above = got[4] or '', got[6], got[7], jumps and got[13]
   local names_above = named and got[#fields]
   if token ~= '' and string.find(ring, token, 1, true) then return 'ok' end
 
@@ -309,7 +317,8 @@ local function save_check(key, A)
                fresh = not old, has_ops = got[4] and true, has_w = got[5] and true,
                parent_leaf = parent ~= '' and got[8] and true, parent_k = tonumber(got[9] or ''),
                has_m = got[10] and true, largest = largest_known(got[10], got[5], b), books = b,
-               names_above = names_above, queue = got[11] and true}
+               names_above = names_above, queue = got[11] and true,
+               parent_cover = got[12] and tonumber(got[12])}
 end
 
 -- A new leaf's books, written with the record in its one HSET (the common save: five
@@ -361,7 +370,54 @@ local function names_of(A, st)
   return nil
 end
 
--- The save's writes; nothing here can fail. A[11] '1': keep the books of
+local COVER_STEPS = 256
+
+-- Whether ``id`` was minted for the thread of ``key`` (redis_sessions/ids.py): it has no locator.
+local function minted_here(key, id)
+  return #id == 53 and string.sub(id, 1, 5) == 'resp_' and string.sub(id, 22, 22) == '_'
+         and string.find(key, '{' .. string.sub(id, 6, 21) .. '}', 1, true) ~= nil
+end
+
+-- The walk up from ``y`` for l: (see the top of this file), to the first record whose
+-- l: lasts until ``need`` (or that has none), COVER_STEPS records at most. Returns the
+-- time the ancestors of the records walked are covered until (nil: no end), the records
+-- walked, the ancestors whose locators to renew, and, when the steps ran out, the record
+-- to go on from (the caller calls lua/chain_cover.lua with it; nothing is covered yet).
+local function cover_walk(key, y, need, far)
+  local walked, renew = {}, {}
+  for _ = 1, COVER_STEPS do
+    local got = redis.call('HMGET', key, 'l:' .. y, 'p:' .. y)
+    local l = tonumber(got[1] or '')
+    if not l then return nil, walked, renew end
+    if l >= need then return l, walked, renew end
+    walked[#walked + 1] = y
+    local q = got[2]
+    if not q or q == '' then return far, walked, renew end
+    if not minted_here(key, q) then renew[#renew + 1] = q end
+    y = q
+  end
+  return false, walked, renew, y
+end
+
+-- The walked records' l:, once their ancestors' locators are renewed until ``far``, or
+-- ``until_`` above them, whichever is sooner.
+local function covered(key, walked, until_, far)
+  if #walked == 0 then return end
+  local v = string.format('%.0f', (until_ and until_ < far) and until_ or far)
+  local args = {}
+  for i, y in ipairs(walked) do args[2 * i - 1], args[2 * i] = 'l:' .. y, v end
+  redis.call('HSET', key, unpack(args))
+end
+
+-- The reply of a save whose walk found locators to renew: {'cover', where to go on from
+-- ('' done), need, far, ids...}.
+local function cover_reply(frontier, need, far, renew)
+  if #renew == 0 and not frontier then return 'ok' end
+  return {'cover', frontier or '', string.format('%.0f', need), string.format('%.0f', far), unpack(renew)}
+end
+
+-- The save's writes; nothing here can fail. Returns the script's reply: 'ok', or the
+-- locators to renew (cover_reply). A[11] '1': keep the books of
 -- per-response expiry (below), '0': this store does not, so the thread stops them.
 local function save_write(key, A, st)
   local id, parent, blob, token, ring, b = A[1], A[2], A[6], A[9] or '', st.ring, st.books
@@ -395,23 +451,43 @@ local function save_write(key, A, st)
   end
   local is_new_leaf = keep and not st.exists and deadline
   if is_new_leaf then args[#args + 1], args[#args + 2] = 'e:' .. id, string.format('%.0f', deadline) end
+  -- the locators above (see the top of this file): read here, written after the record
+  local reply, walked, until_, far, new_l = 'ok', {}, nil, nil, 0
+  if deadline and parent ~= '' and (st.parent_cover or not minted_here(key, parent)) then
+    local renew, frontier
+    far = now + 2 * ttl
+    if st.parent_cover and st.parent_cover >= deadline then
+      until_, renew = st.parent_cover, {}
+    else
+      until_, walked, renew, frontier = cover_walk(key, parent, deadline, far)
+    end
+    if until_ == false then walked = {} end
+    local mine = until_ == false and 0 or ((until_ and until_ < far) and until_ or far)
+    args[#args + 1], args[#args + 2] = 'l:' .. id, string.format('%.0f', mine)
+    new_l = 1
+    reply = cover_reply(frontier, deadline, far, renew)
+  elseif st.exists then
+    redis.call('HDEL', key, 'l:' .. id)
+  end
   local stale_m = st.has_m and not st.largest
   if is_new_leaf and st.fresh and not stale_m and not st.queue then
     -- the fields the record's write adds: d:, p: and e: of a fresh record, w, m, j: and ops if new
-    local adds = 3 + (jumps and 1 or 0) + (names and 1 or 0) + (st.has_w and 0 or 1)
+    local adds = 3 + new_l + (jumps and 1 or 0) + (names and 1 or 0) + (st.has_w and 0 or 1)
                  + ((token ~= '' and not st.has_ops) and 1 or 0) + ((st.largest and not st.has_m) and 1 or 0)
     if new_leaf_saved(key, args, adds, st, parent, id, deadline, now, drop_names) then
       ttl_lengthened(key, ttl, b.len == 0)
-      return
+      covered(key, walked, until_, far)
+      return reply
     end
   end
   redis.call('HSET', key, unpack(args))
+  covered(key, walked, until_, far)
   if drop_names then redis.call('HDEL', key, 'n:' .. parent) end
   if stale_m then redis.call('HDEL', key, 'm') end  -- no longer tells: see the top of this file
   if ttl == 0 then redis.call('PERSIST', key) else ttl_lengthened(key, ttl, b.len == 0) end
   if not keep then
     if b.mode == 'on' or b.mode == 'taint' then books_off(key) end
-    return
+    return reply
   end
   local L, c = b.L, b.c
   if not st.exists then
@@ -428,6 +504,7 @@ local function save_write(key, A, st)
   local gone
   L, gone = prune(key, L, now)
   books_close(key, L, c - gone, b)
+  return reply
 end
 
 -- A sliding read of the chain from ``start`` (lua/chain_walk.lua, once it found that

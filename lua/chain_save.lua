@@ -12,7 +12,8 @@
 --          and this id were minted for the thread; '' = this record keeps no names list
 -- ARGV[13] the parent's ancestors packed, parent first, as the worker last read them
 --          ('' = none: a list goes on only from the parent's own, lua/chain_lib.lua)
--- Returns 'ok' or {reason, detail}. Checks first, writes last: a refusal
+-- Returns 'ok', {reason, detail}, or, saved, {'cover', ...}: the locators of ancestors
+-- minted elsewhere to renew (lua/chain_lib.lua's cover_reply). Checks first, writes last: a refusal
 -- writes nothing, and nothing after the first write can fail.
 --
 -- Idempotent: redis-py re-sends a script whose reply was lost, so this may run
@@ -25,5 +26,4 @@
 -- The checks and the writes are lua/chain_lib.lua's (shared with chain_save_turn.lua).
 local reply, st = save_check(KEYS[1], ARGV)
 if reply then return reply end
-save_write(KEYS[1], ARGV, st)
-return 'ok'
+return save_write(KEYS[1], ARGV, st)

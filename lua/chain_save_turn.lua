@@ -19,7 +19,7 @@ if reply then return reply end
 local n, refused = append_check(KEYS[2], ARGV, 15)
 if not n then return {refused[1], refused[2] or ''} end
 -- writes
-save_write(KEYS[1], ARGV, st)
+save_write(KEYS[1], ARGV, st)  -- a conversation's response is a root: no locators to renew
 append_write(KEYS[2], ARGV, 15, n, {})
 expire(KEYS[2], tonumber(ARGV[14]))
 return 'ok'

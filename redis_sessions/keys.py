@@ -34,8 +34,13 @@ With the default prefix ``rs``::
                                        ids, c the record count, r the
                                        field count the books last left (a thread whose
                                        count differs was written past them: no more trims)
+                                       l:<id> -> a record with ancestors minted elsewhere:
+                                              their locators last at least until then (ms;
+                                              lua/chain_lib.lua renews them as saves go on)
     rs:{l:<response id>}:loc    string thread tag of a response whose id was minted
-                                       elsewhere (ids minted here carry it)
+                                       elsewhere (ids minted here carry it); renewed for
+                                       two TTLs while a record below it is saved, so it
+                                       lives as long as its record
     rs:{s:<session id>}:items   list   an item session, whole: index 0 is its header, then its
                                        items, msgpack, oldest first. The header
                                        (redis_sessions/items/header.py): v version, e epoch,

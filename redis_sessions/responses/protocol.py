@@ -92,7 +92,7 @@ class SaveRequest:
     redis-py re-sends after a lost reply carries the same one."""
 
     __slots__ = ("response_id", "parent", "expect", "expected", "overwrite", "blob", "ttl_ms", "walk_limit", "token",
-                 "books", "names", "above")
+                 "books", "names", "above", "renew")
 
     def __init__(self, response_id: str, parent: str, expect: bool, expected: str, overwrite: bool,
                  blob: bytes, ttl_ms: int, walk_limit: int, token: str, books: bool = True,
@@ -113,6 +113,9 @@ class SaveRequest:
         self.above = above
         """The parent's ancestors packed, as this store last resolved them (b"": the list
         goes on from the parent's own, if it keeps one)."""
+        self.renew: list[str] = []
+        """Filled in by the save: the ancestors minted elsewhere whose locators it must renew
+        (lua/chain_lib.lua, l:), besides a foreign parent's, which every save renews."""
 
 
 class ChainEngine(Protocol):
@@ -134,8 +137,8 @@ class ChainEngine(Protocol):
 
     async def unpoint(self, response_id: str) -> None: ...
 
-    async def touch(self, response_id: str, ttl_ms: int) -> None:
-        """Give a foreign id's locator ``ttl_ms`` from now, if it exists."""
+    async def touch_many(self, response_ids: Sequence[str], ttl_ms: int) -> None:
+        """Give foreign ids' locators ``ttl_ms`` from now, those that exist; pipelined."""
 
     async def save(self, thread: str, request: SaveRequest) -> tuple[str, str]: ...
 

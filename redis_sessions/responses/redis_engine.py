@@ -17,7 +17,7 @@ from ..errors import ErrorCode, SessionError
 from ..keys import KeySpace
 from ..redis_client import RedisLink, as_text, translate_errors, translated
 from ..replication import ReplicaAcks, write_acked
-from ..scripts import LuaScript, script
+from ..scripts import LuaScript, RawLibScript, script
 from . import jumps, names
 from .protocol import DEFAULT_MAX_RECORD_BYTES, INLINE_BYTES, RING_ENTRIES, RING_TTL_MS, SaveRequest
 
@@ -55,7 +55,10 @@ THREAD_SCAN_COUNT = 64
 """Fields one HSCAN page of a thread visits (delete_thread): small enough that a page
 of large records, which Redis copies before it filters them out, stays brief."""
 LOCATOR_BATCH = 512
-"""Locator DELs sent in one pipeline."""
+"""Locator DELs, or PEXPIREs, sent in one pipeline."""
+COVER_CALLS = 400
+"""Most calls of lua/chain_cover.lua one save makes (256 records each): a chain of 100,000,
+the deepest a store reads, and then some; a loop of parent pointers (a hand edit) ends here."""
 _RING_TTL = _number(RING_TTL_MS)
 
 
@@ -137,6 +140,7 @@ class RedisChainEngine:
         self._known = script("chain_known")
         self._delete = script("chain_delete")
         self._repoint = script("chain_repoint")
+        self._cover = RawLibScript("chain_cover", "chain_lib")
 
     def limit_records(self, max_record_bytes: int) -> None:
         """Records may be up to ``max_record_bytes``."""
@@ -192,8 +196,15 @@ class RedisChainEngine:
         # execute_command: a cluster pipeline's own delete() splits keys by slot and is not queued.
         await self._each_locator(response_id, lambda pipe, key: pipe.execute_command("DEL", key))
 
-    async def touch(self, response_id: str, ttl_ms: int) -> None:
-        await self._each_locator(response_id, lambda pipe, key: pipe.pexpire(key, ttl_ms))
+    async def touch_many(self, response_ids: Sequence[str], ttl_ms: int) -> None:
+        keys = [k for rid in response_ids for k in (self.keys.locator(rid), self.keys.legacy_locator(rid)) if k]
+        for at in range(0, len(keys), LOCATOR_BATCH):
+            self.round_trips += 1
+            async with translate_errors(f"locator {keys[at]!r}"):
+                pipe = self.link.client.pipeline(transaction=False)
+                for key in keys[at:at + LOCATOR_BATCH]:
+                    pipe.pexpire(key, ttl_ms)
+                await pipe.execute()
 
     async def _each_locator(self, response_id: str, queue: Callable[[Any, str], object]) -> None:
         """One command on the locator and on the old layout's one (if this prefix can have
@@ -212,7 +223,25 @@ class RedisChainEngine:
         self.round_trips += 1
         async with translate_errors(f"thread {key!r}"):
             result = await self._run(self._save, [key], _save_args(request))
+            if isinstance(result, list) and as_text(result[0]) == "cover":
+                request.renew = await self._covered(key, result)
+                return "ok", request.response_id
         return _saved(result, request)
+
+    async def _covered(self, key: str, reply: Sequence[Any]) -> list[str]:
+        """The ancestors whose locators a save must renew (lua/chain_lib.lua, l:): those its
+        script named, and those lua/chain_cover.lua finds above where the script's walk
+        stopped, 256 records a call."""
+        renew = [as_text(rid) for rid in reply[4:]]
+        frontier, need, far = as_text(reply[1]), reply[2], reply[3]
+        for _ in range(COVER_CALLS):
+            if not frontier:
+                break
+            self.round_trips += 1
+            more = await self._run(self._cover, [key], [frontier, need, far])
+            frontier = as_text(more[0])
+            renew.extend(as_text(rid) for rid in more[1:])
+        return renew
 
     async def save_turn(self, thread: str, request: SaveRequest, conversations: Any, conversation_id: str,
                         pairs: Sequence[bytes]) -> tuple[str, str]:

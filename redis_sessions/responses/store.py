@@ -425,7 +425,7 @@ class ChainStore:
             await self._refused(status, detail, response_id, parent, thread)
         if request.names:  # the parent, packed: the child's chain is the parent's, if remembered
             self._memo.saved(parent or "", response_id, request.names, len(blob))
-        await self._after_save(response_id, parent, thread)
+        await self._after_save(response_id, parent, thread, request.renew)
 
     async def _already_saved(self, thread: str, session: StoredResponseSession) -> bool:
         """Whether the record stored under the id is ``session``, in another encoding than
@@ -538,15 +538,20 @@ class ChainStore:
             raise SessionError(ErrorCode.STORE_CONFLICT, f"response {response_id!r} already exists")
         return thread  # a locator whose thread does not hold the id blocks nothing (_claim)
 
-    async def _after_save(self, response_id: str, parent: str | None, thread: str) -> None:
-        """The locator steps of a saved foreign id: point it at its thread (always: a
-        delete may have removed the locator since it was read), and give a foreign
-        parent's locator a new TTL, so it stays readable by id as long as its
-        conversation goes on. Both idempotent; sent together (two slots)."""
-        if thread_of(response_id) is not None:
-            return
+    async def _after_save(self, response_id: str, parent: str | None, thread: str, renew: list[str]) -> None:
+        """The locator steps of a save: point a foreign id at its thread (always: a delete
+        may have removed the locator since it was read), and renew the locators of its
+        foreign parent and of the ancestors the script named (lua/chain_lib.lua, l:) for
+        two TTLs, so that they live as long as their records, which the new one keeps.
+        Idempotent; sent together (other slots)."""
         if parent is not None and thread_of(parent) is None and self._ttl_ms:
-            await _together(self._point(response_id, thread), self.engine.touch(parent, self._ttl_ms))
+            renew = [parent, *renew]
+        touch = self.engine.touch_many(renew, 2 * self._ttl_ms) if renew else None
+        if thread_of(response_id) is not None:
+            if touch is not None:
+                await touch
+        elif touch is not None:
+            await _together(self._point(response_id, thread), touch)
         else:
             await self._point(response_id, thread)
 
