@@ -48,10 +48,10 @@ CUTS = (
     ("+ the chain library defined", None),
     ("+ the checks' read (one HMGET)", "local got = redis.call('HMGET', key, unpack(fields))"),
     ("+ the books as they stand (HLEN)", "local b = books_of(redis.call('HLEN', key), unpack(got, 1, #BOOK_FIELDS))"),
-    ("+ the clock (TIME)", "local now = ms_now()\n  local deadline"),
+    ("+ the clock (TIME)", "local now = server_ms()\n  local deadline"),
     ("+ the record's fields, m, a jump list", "local jumps = jump_list(key, parent, #blob, st.above)"),
     ("+ the names list, the ring, the deadline", "local stale_m = st.has_m and not st.largest"),
-    ("+ the leaf index", "if L == '' or leaf_due(L, now) then return false end"),
+    ("+ the leaf index", "if not fits or leaf_due(L, now) then return false end"),
     ("+ the HSET", "local added = redis.call('HSET', key, unpack(args))"),
     ("the whole save (+ HDEL, PEXPIRE)", ""),
 )

@@ -2,8 +2,8 @@
 -- lua/chain_jumps.lua and lua/chain_lib.lua come in front of this file.
 -- KEYS[1] the thread hash   ARGV[1] the id
 -- ARGV[2] operation token (16 hex digits, random per call; '' = none)
--- ARGV[3] how many tokens the ring keeps
--- ARGV[4] ms a thread keeps its ring once its last record is gone
+-- ARGV[3], ARGV[4] unused (the ring's bounds were sent here before the shared one,
+--         lua/tokens.lua, which keeps a thread left with only its ring TOKENS_RETAIN_MS)
 -- ARGV[5] the store's TTL in ms: how long the parent of a deleted record, left
 --         without children, is kept (it was needed until now)
 -- ARGV[6] '1': keep the books of per-response expiry (chain_lib.lua)
@@ -19,10 +19,8 @@ if kind == 'none' then return 0 end
 if kind ~= 'hash' then return {'wrongtype', kind} end
 
 local ring = redis.call('HGET', key, 'ops') or ''
-if token ~= '' then
-  local at = string.find(ring, token, 1, true)
-  if at then return string.sub(ring, at + #token, at + #token) == 'D' and 1 or 0 end
-end
+local done = token_find(ring, token)
+if done then return done == 'D' and 1 or 0 end
 local b = books_read(key)
 local mode = b.mode
 local found = redis.call('HEXISTS', key, 'd:' .. id)
@@ -43,15 +41,11 @@ else
   -- book fields as records too, so it can only say "none left" when none is.
   records_left = redis.call('HLEN', key) - found - linked - jumped - named - covers - (ring ~= '' and 1 or 0) - stamped - sized
 end
-local pttl, linger = redis.call('PTTL', key), tonumber(ARGV[4])
+local pttl, linger = redis.call('PTTL', key), TOKENS_RETAIN_MS
 
 -- writes
 if found + linked + jumped + named + covers > 0 then redis.call('HDEL', key, 'd:' .. id, 'p:' .. id, 'j:' .. id, 'n:' .. id, 'l:' .. id) end
-if token ~= '' then
-  local keep = (#token + 1) * (tonumber(ARGV[3]) - 1)
-  if #ring > keep then ring = string.sub(ring, 1, keep) end
-  redis.call('HSET', key, 'ops', token .. (found == 1 and 'D' or 'N') .. ring)
-end
+if token ~= '' then redis.call('HSET', key, 'ops', token_push(ring, token, found == 1 and 'D' or 'N', server_ms())) end
 -- No record left: nothing to judge idle or to size, and neither field must keep the key.
 if records_left == 0 and stamped + sized > 0 then redis.call('HDEL', key, 'w', 'm') end
 if mode == 'on' and ARGV[6] == '1' then
@@ -60,7 +54,7 @@ if mode == 'on' and ARGV[6] == '1' then
     redis.call('HDEL', key, 'e:' .. id, 'k:' .. id, 's:' .. id)
     L = leaves_remove(L, id)
     if parent and parent ~= '' then
-      L = child_removed(key, parent, leaf_deadline or ms_now() + tonumber(ARGV[5]), L)
+      L = child_removed(key, parent, leaf_deadline or server_ms() + tonumber(ARGV[5]), L)
     end
   end
   if records_left > 0 then books_close(key, L, records_left, b) else books_off(key) end

@@ -56,11 +56,6 @@
 -- leaf leaves it when its turn comes.
 local PRUNE, PRUNE_VISITS, LEAVES_MAX, LEAVES_BYTES = 8, 16, 256, 16384
 
-local function ms_now()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
 -- One TTL for the whole thread, never shortened, so no ancestor expires before a
 -- descendant: GT sets only a later deadline, and a key without one keeps none. A key
 -- that did not exist before this script has none to compare with (``made``).
@@ -281,7 +276,7 @@ local function save_check(key, A)
   local got = redis.call('HMGET', key, unpack(fields))
   local ring, old, parent_link, above = got[4] or '', got[6], got[7], jumps and got[13]
   local names_above = named and got[#fields]
-  if token ~= '' and string.find(ring, token, 1, true) then return 'ok' end
+  if token_find(ring, token) then return 'ok' end  -- this very call, already done (lua/tokens.lua)
 
   local want = A[4]
   if A[3] == '=' and parent ~= want then return {'expected', parent} end
@@ -425,7 +420,7 @@ local function save_write(key, A, st)
   local keep = A[11] == '1' and (b.mode == 'on' or b.mode == 'new')
   -- 'w': when the thread was last written, server time in ms; what `purge
   -- --idle-older-than` judges a thread by (lua/purge_if_idle.lua).
-  local now = ms_now()
+  local now = server_ms()
   local deadline = ttl > 0 and now + ttl or nil
   local w = string.format('%.0f', now)
   local args = {'d:' .. id, blob, 'p:' .. id, parent, 'w', w}
@@ -444,11 +439,7 @@ local function save_write(key, A, st)
   end
   -- One list per branch: the parent's goes once a child carries it on.
   local drop_names = names and st.names_above and true or false
-  if token ~= '' then
-    local keep_ring = (#token + 1) * (tonumber(A[10]) - 1)
-    if #ring > keep_ring then ring = string.sub(ring, 1, keep_ring) end
-    args[#args + 1], args[#args + 2] = 'ops', token .. 'S' .. ring
-  end
+  if token ~= '' then args[#args + 1], args[#args + 2] = 'ops', token_push(ring, token, 'S', now) end
   local is_new_leaf = keep and not st.exists and deadline
   if is_new_leaf then args[#args + 1], args[#args + 2] = 'e:' .. id, string.format('%.0f', deadline) end
   -- the locators above (see the top of this file): read here, written after the record
@@ -514,7 +505,7 @@ local function slide_walked(key, start, ttl)
   local b = books_read(key)
   ttl_lengthened(key, ttl, false)  -- the walk found a record: the key exists
   if b.mode == 'on' then
-    local deadline = ms_now() + ttl
+    local deadline = server_ms() + ttl
     local L, leaf = leaf_renewed(key, b.L, start, deadline)
     if not leaf then redis.call('HSET', key, 's:' .. start, string.format('%.0f', deadline)) end
     books_close(key, L, b.c, b)

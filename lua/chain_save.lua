@@ -6,7 +6,7 @@
 -- ARGV[6]  msgspec-encoded record   ARGV[7] TTL in ms ('0' = no expiry)
 -- ARGV[8]  how far to walk up when checking an overwrite for a cycle
 -- ARGV[9]  operation token (16 hex digits, random per call; absent or '' = none)
--- ARGV[10] how many tokens the thread's ring keeps
+-- ARGV[10] unused (the ring's size was sent here before the shared one, lua/tokens.lua)
 -- ARGV[11] '1': keep the books of per-response expiry (lua/chain_lib.lua)
 -- ARGV[12] the parent's id packed (16 bytes, redis_sessions/responses/names.py), when it
 --          and this id were minted for the thread; '' = this record keeps no names list

@@ -21,5 +21,6 @@ if not n then return {refused[1], refused[2] or ''} end
 -- writes
 save_write(KEYS[1], ARGV, st)  -- a conversation's response is a root: no locators to renew
 append_write(KEYS[2], ARGV, 15, n, {})
+tombstones(KEYS[2], server_ms())  -- a turn drops old tombstones as an add does
 expire(KEYS[2], tonumber(ARGV[14]))
 return 'ok'

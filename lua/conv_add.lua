@@ -1,16 +1,17 @@
 -- Append items (at most 20, checked by the caller) to a conversation.
 -- KEYS[1] the conversation's hash
--- ARGV[1] ttl in ms ("0": none), ARGV[2] token, ARGV[3] now (unix ms),
--- ARGV[4..] item id, item, ... oldest first.
+-- ARGV[1] ttl in ms ("0": none), ARGV[2] token (lua/tokens.lua),
+-- ARGV[3..] item id, item, ... oldest first.
 -- Replies {'ok'}, {'nf'} (no conversation), {'dup', id} (a live item has that
 -- id), {'corrupt'}. A re-sent call (its token in the ring) writes nothing.
 local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[2]
 local ops = redis.call('HGET', key, 'ops')
-if find(ops, tok) then return {'ok'} end
-local n, reply = append_check(key, ARGV, 4)
+if token_find(ops, tok) then return {'ok'} end
+local n, reply = append_check(key, ARGV, 3)
 if not n then return reply end
+local now = server_ms()
 -- writes
-append_write(key, ARGV, 4, n, {'ops', remember(ops, tok, 'a')})
-tombstones(key, ARGV[3])
+append_write(key, ARGV, 3, n, {'ops', token_push(ops, tok, 'a', now)})
+tombstones(key, now)
 expire(key, ttl)
 return {'ok'}

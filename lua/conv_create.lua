@@ -6,9 +6,9 @@
 -- except by this very write re-sent: its token is then in the ring).
 local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[2]
 local hdr = redis.call('HMGET', key, 'c', 'ops')
-if find(hdr[2], tok) then return {'ok'} end
+if token_find(hdr[2], tok) then return {'ok'} end
 if hdr[1] or hdr[2] then return {'exists'} end
 -- writes
-append_write(key, ARGV, 5, 0, {'c', ARGV[3], 'm', ARGV[4], 'ops', remember(false, tok, 'c')})
+append_write(key, ARGV, 5, 0, {'c', ARGV[3], 'm', ARGV[4], 'ops', token_push(nil, tok, 'c', server_ms())})
 expire(key, ttl)
 return {'ok'}

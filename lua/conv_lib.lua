@@ -1,5 +1,6 @@
 -- Shared by every conv_* script: redis_sessions/conversations/redis.py puts this
--- file in front of each one (Redis scripts cannot load one another).
+-- file (and lua/tokens.lua before it) in front of each one (Redis scripts cannot
+-- load one another).
 -- A conversation is ONE hash (redis_sessions/conversations/__init__.py):
 --   c  created_at (unix s; present while the conversation exists)
 --   m  metadata (msgpack)          n  the last sequence number given to an item
@@ -7,37 +8,12 @@
 --                                               while the deleted item's tombstone is
 --   g:<seq>  at both ends of a run of deleted items [a, b]: g:a = b, g:b = a
 --   t  "<first> <next>", the tombstone queue's ends; t:<k> "<deleted at, ms> <seq> <item id>"
---   ops  the ring of the last RING writes: "<token> <what>\n", newest first
--- A deleted conversation loses c and expires RETAIN_MS later, its ring answering re-sends.
--- Every script does all its checks before its first write: Lua does not roll back.
--- Every loop is bounded: by RING, PRUNE, or the items of one call (checked in Python).
-local RING, RETAIN_MS = 16, 300000
-local TOMBS, PRUNE = 1000, 8  -- tombstones kept at most; dropped at most per write
+--   ops  the operation tokens of its recent writes (lua/tokens.lua)
+-- A deleted conversation loses c and expires TOKENS_RETAIN_MS later, its ring answering
+-- re-sends. Every script does all its checks before its first write: Lua does not roll
+-- back. Every loop is bounded: by PRUNE, CHUNK, or the items of one call (checked in Python).
+local TOMB_RETAIN_MS, TOMBS, PRUNE = 300000, 1000, 8  -- tombstones: kept 5 min, 1,000 at most, dropped 8 per write at most
 local CHUNK = 1000  -- values per unpack: Lua 5.1's unpack fails past about 8,000
-
--- What tok's write did, if the ring remembers it; nil otherwise.
-local function find(ops, tok)
-  if not ops then return nil end
-  local at = 1
-  if string.sub(ops, 1, #tok + 1) ~= tok .. ' ' then
-    at = string.find(ops, '\n' .. tok .. ' ', 1, true)
-    if not at then return nil end
-    at = at + 1
-  end
-  local e = string.find(ops, '\n', at, true) or (#ops + 1)
-  return string.sub(ops, at + #tok + 1, e - 1)
-end
-
--- The ring with tok's write as the newest, the oldest dropped past RING.
-local function remember(ops, tok, what)
-  local s = tok .. ' ' .. what .. '\n' .. (ops or '')
-  local q = 0
-  for _ = 1, RING do
-    q = string.find(s, '\n', q + 1, true)
-    if not q then return s end
-  end
-  return string.sub(s, 1, q)
-end
 
 local function expire(key, ttl)
   if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
@@ -89,22 +65,23 @@ end
 
 -- Tombstones: a deleted item keeps its x: field (a cursor naming it still pages)
 -- while its entry is in the queue t:<first> .. t:<next - 1>, oldest first. A write
--- drops from the front those older than RETAIN_MS and any past TOMBS, at most
+-- drops from the front those older than TOMB_RETAIN_MS and any past TOMBS, at most
 -- PRUNE (a delete adds one, so the count bound holds); a dropped entry's x: field
 -- goes unless its id was given to a newer item since. ``add`` (a deleted item: its
--- id, seq) is queued first. Reads and writes that cannot fail: call it last.
+-- id, seq) is queued first; ``now``: the server's time in ms. Reads and writes that
+-- cannot fail: call it last.
 local function tombstones(key, now, add)
   local first, nxt = string.match(redis.call('HGET', key, 't') or '1 1', '^(%d+) (%d+)$')
-  first, nxt, now = tonumber(first) or 1, tonumber(nxt) or 1, tonumber(now)
+  first, nxt = tonumber(first) or 1, tonumber(nxt) or 1
   local was = first
   if add then
-    redis.call('HSET', key, 't:' .. nxt, now .. ' ' .. add[2] .. ' ' .. add[1])
+    redis.call('HSET', key, 't:' .. nxt, string.format('%.0f', now) .. ' ' .. add[2] .. ' ' .. add[1])
     nxt = nxt + 1
   end
   for _ = 1, PRUNE do
     if first >= nxt then break end
     local at, seq, id = string.match(redis.call('HGET', key, 't:' .. first) or '', '^(%d+) (%d+) (.+)$')
-    if at and nxt - first <= TOMBS and now - tonumber(at) < RETAIN_MS then break end
+    if at and nxt - first <= TOMBS and now - tonumber(at) < TOMB_RETAIN_MS then break end
     if id and redis.call('HGET', key, 'x:' .. id) == seq then redis.call('HDEL', key, 'x:' .. id) end
     redis.call('HDEL', key, 't:' .. first)
     first = first + 1

@@ -5,8 +5,8 @@
 local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[2]
 local hdr = redis.call('HMGET', key, 'c', 'ops')
 if not hdr[1] then return {'nf'} end
-if find(hdr[2], tok) then return {'ok', hdr[1]} end
+if token_find(hdr[2], tok) then return {'ok', hdr[1]} end
 -- writes
-redis.call('HSET', key, 'm', ARGV[3], 'ops', remember(hdr[2], tok, 'u'))
+redis.call('HSET', key, 'm', ARGV[3], 'ops', token_push(hdr[2], tok, 'u', server_ms()))
 expire(key, ttl)
 return {'ok', hdr[1]}

@@ -11,7 +11,7 @@ if why == 'corrupt' then return corrupt('header') end
 local len = 0
 if h then
   local r = find(h, tok)
-  if r == false then return corrupt('token ring') end
+  if r == false then return token_reused() end
   if r then return replay(r) end
   len = redis.call('LLEN', key) - 1 - (hinted(h) and 1 or 0)  -- the stash is no item
 elseif why == 'old' then
@@ -21,7 +21,7 @@ local n = #ARGV
 if len + n - 3 > MAX_ITEMS then return full(len + n - 3) end
 if not h then h = fresh(ARGV[2]) end
 h.v = h.v + 1
-if not remember(h, tok, 'a' .. h.v) then return corrupt('token ring') end
+remember(h, tok, 'a' .. h.v)
 -- writes
 for i = 4, n, 1000 do
   redis.call('RPUSH', key, unpack(ARGV, i, math.min(i + 999, n)))

@@ -1,5 +1,5 @@
 -- Clear a session: drop every item, keep a header with a new epoch and the
--- ring (the stash of popped entries goes), which goes after min(TTL, RETAIN_MS).
+-- ring (the stash of popped entries goes), which goes after min(TTL, TOKENS_RETAIN_MS).
 -- KEYS[1] the session's list
 -- ARGV[1] ttl in ms ("0": none), ARGV[2] new epoch, ARGV[3] token.
 -- Replies 1, or 0 when there is no key (nothing is written). A re-sent call
@@ -13,11 +13,10 @@ local c = fresh(ARGV[2])
 if h then
   local r = find(h, tok)
   if r then return replay(r) end
-  if r == false then why = 'corrupt' end
   c.v, c.g = h.v + 1, h.g + 1
   inherit(c, h, false)
 end
-if why ~= 'corrupt' and not remember(c, tok, 'z') then why = 'corrupt' end
+if why ~= 'corrupt' then remember(c, tok, 'z') end
 -- writes
 if why == 'corrupt' then
   redis.call('DEL', key)
@@ -28,9 +27,9 @@ end
 redis.call('LTRIM', key, 0, 0)
 c.new = false
 save(key, c)
-if ttl > 0 and ttl < RETAIN_MS then
+if ttl > 0 and ttl < TOKENS_RETAIN_MS then
   redis.call('PEXPIRE', key, ttl)
 else
-  redis.call('PEXPIRE', key, RETAIN_MS)
+  redis.call('PEXPIRE', key, TOKENS_RETAIN_MS)
 end
 return 1

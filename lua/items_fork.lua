@@ -12,7 +12,7 @@ if why == 'corrupt' then return corrupt('header') end
 if why == 'old' then return 0 end
 if h then
   local r = find(h, tok)
-  if r == false then return corrupt('token ring') end
+  if r == false then return token_reused() end
   if r then return replay(r) end
   local len = redis.call('LLEN', key)
   if len > 2 or (len == 2 and stash(key, h) == '') then return 0 end
@@ -24,7 +24,7 @@ if h then
   inherit(f, h, true)
   f.new = false
 end
-if not remember(f, tok, 'f') then return corrupt('token ring') end
+remember(f, tok, 'f')
 -- writes
 local n = #ARGV
 for i = 6, n, 1000 do

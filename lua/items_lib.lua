@@ -1,12 +1,13 @@
 -- Shared by every items_* script: redis_sessions/items/redis.py puts this file
--- in front of each one (Redis scripts cannot load one another).
+-- (and lua/tokens.lua before it) in front of each one (Redis scripts cannot
+-- load one another).
 -- A session is ONE list: a header at index 0, then its items, oldest first;
 -- after a pop, index 1 holds the stash of what the newest pops removed. The
 -- header format, the token ring and the stash are described in
 -- redis_sessions/items/header.py. Every script does all its checks before its
 -- first write: Lua does not roll back.
 local MAGIC, STASH, HINT = string.char(0) .. 'rs1', string.char(0) .. 'rsp', '0:'
-local RING, POPS, POP_BYTES, RETAIN_MS, SCAN_LIMIT, MAX_ITEMS = 16, 2, 65536, 600000, 1000, 10000
+local POPS, POP_BYTES, SCAN_LIMIT, MAX_ITEMS = 2, 65536, 1000, 10000
 local LINE = '^ (%d+) ([^ \n]+) (%d+) ([^ \n]*) (%d*) (%d+) (%d+) (%d+) (%d+)([^\n]*)\n()'
 
 local function plausible(e)
@@ -72,21 +73,15 @@ local function field(s, q, e)
   return r, nxt
 end
 
--- What tok's write replied, as remembered (a pop's item is in the stash);
--- nil if it is not in the ring; false if the ring is damaged. Tokens hold no
--- newline, so a match that starts at a newline inside the token section is a
--- whole token.
+-- What tok's write replied, as remembered (a pop's item is in the stash); nil if
+-- the ring does not hold it; false if tok's idempotency key came with another body.
+local function ring(h)
+  if not h.ring then h.ring = string.sub(h.raw, h.p, h.p + h.tl - 1) end
+  return h.ring
+end
+
 local function find(h, tok)
-  local at = string.find(h.raw, '\n' .. tok .. '\n', h.p - 1, true)
-  if not at or at + #tok + 1 > h.p + h.tl - 1 then return nil end
-  local _, index = string.gsub(string.sub(h.raw, h.p - 1, at), '\n', '')
-  local q, e = h.p + h.tl, h.p + h.tl + h.rl - 1
-  local r
-  for _ = 1, index do
-    r, q = field(h.raw, q, e)
-    if not r then return false end
-  end
-  return string.sub(h.raw, r, q - 1)
+  return token_find(ring(h), tok)
 end
 
 -- Whether the header says index 1 may hold a stash (its popped section is the hint).
@@ -128,32 +123,19 @@ local function restash(s, tok, entry)
   return STASH .. size .. ':' .. tok .. '\n' .. entry .. string.sub(s, #STASH + 1, keep)
 end
 
--- Add tok and its result as the newest; drop the oldest past RING. hint: whether
--- index 1 holds a stash now (nil: as before). Only works out what to keep
--- (h.cut): dump() builds the new header in one concatenation. False if the ring
--- is damaged (nothing changed).
+-- Add tok and its result as the newest entry of the ring (lua/tokens.lua drops
+-- what is past its retention). hint: whether index 1 holds a stash now (nil: as
+-- before). The results section of headers before the shared ring is dropped.
 local function remember(h, tok, result, hint)
-  local ts, te = h.p, h.p + h.tl - 1
-  local rs, re = te + 1, te + h.rl
-  local n = h.n + 1
-  if n > RING then
-    local c = string.find(h.raw, '\n', ts, true)
-    local _, nxt = field(h.raw, rs, re)
-    if not c or c > te or not nxt then return false end
-    ts, rs, n = c + 1, nxt, n - 1
-  end
   if hint == nil then hint = hinted(h) end
-  h.cut, h.tok, h.result, h.hint, h.n = {ts, te, rs, re}, tok, result, hint, n
+  h.ring, h.hint = token_push(ring(h), tok, result, server_ms()), hint
   return true
 end
 
 local function dump(h)
-  local c, raw, tok, result = h.cut, h.raw, h.tok, h.result
-  local rhead, pop = #result .. ':', h.hint and HINT or ''
-  return MAGIC .. ' ' .. h.v .. ' ' .. h.e .. ' ' .. h.g .. ' ' .. h.from .. ' ' .. h.at .. ' ' .. h.n .. ' ' ..
-         (c[2] - c[1] + 2 + #tok) .. ' ' .. (c[4] - c[3] + 1 + #rhead + #result) .. ' ' .. #pop .. h.rest .. '\n' ..
-         string.sub(raw, c[1], c[2]) .. tok .. '\n' .. string.sub(raw, c[3], c[4]) .. rhead .. result ..
-         pop .. string.sub(raw, h.p + h.tl + h.rl + h.pl)
+  local pop = h.hint and HINT or ''
+  return MAGIC .. ' ' .. h.v .. ' ' .. h.e .. ' ' .. h.g .. ' ' .. h.from .. ' ' .. h.at .. ' 0 ' .. #h.ring ..
+         ' 0 ' .. #pop .. h.rest .. '\n' .. h.ring .. pop .. string.sub(h.raw, h.p + h.tl + h.rl + h.pl)
 end
 
 -- What the first run of a write replied, from what it remembered.
@@ -174,13 +156,13 @@ local function save(key, h)
 end
 
 -- The TTL after a write that leaves items (how many) below the header: the
--- session's; without one, a key with no items keeps its ring RETAIN_MS, and a
+-- session's; without one, a key with no items keeps its ring TOKENS_RETAIN_MS, and a
 -- key that had none and now holds items again loses that retention.
 local function expire(key, ttl, items, was_empty)
   if ttl > 0 then
     redis.call('PEXPIRE', key, ttl)
   elseif items == 0 then
-    redis.call('PEXPIRE', key, RETAIN_MS)
+    redis.call('PEXPIRE', key, TOKENS_RETAIN_MS)
   elseif was_empty then
     redis.call('PERSIST', key)
   end

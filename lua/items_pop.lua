@@ -6,7 +6,7 @@
 -- Replies the entry; nil when there is none; 1 when it met its limit of
 -- non-items first (they are dropped; the caller calls again, with a new
 -- token). Never pops the header or the stash: a session whose last item goes
--- keeps them, and so its ring, for its TTL (RETAIN_MS without one). The item
+-- keeps them, and so its ring, for its TTL (TOKENS_RETAIN_MS without one). The item
 -- goes to the stash at index 1, not to the header, so later writes do not
 -- carry it. A re-sent call replies what the first run replied (its item from
 -- the stash) and removes nothing more. Reads the tail in doubling windows
@@ -18,7 +18,7 @@ if why == 'corrupt' then return corrupt('header') end
 if why == 'none' then return false end
 if h then
   local r = find(h, tok)
-  if r == false then return corrupt('token ring') end
+  if r == false then return token_reused() end
   if r == 'i' then return unstash(stash(key, h), tok) or replay('x') end
   if r then return replay(r) end
 end
@@ -43,7 +43,7 @@ end
 local result = 'n'
 if found then result = 'i' elseif used < left then result = 'm' end
 h.v, h.g = h.v + 1, h.g + 1
-if not remember(h, tok, result, found and true or nil) then return corrupt('token ring') end
+remember(h, tok, result, found and true or nil)
 -- writes. The key never stops existing in between (see items_compact.lua): a
 -- list from before headers gets its header (and stash) before its entries go.
 if h.new then

@@ -13,16 +13,11 @@ from .errors import ErrorCode, SessionError
 from .ids import validate_id
 from .items import ItemSession, RedisSession
 from .keys import DEFAULT_PREFIX
+from .limits import DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL_SECONDS, MAX_BATCH_BYTES
 from .memory import MemoryConversationStore, MemoryResponseSessionStore, MemorySession
 from .redis_client import DEFAULT_TIMEOUT
 from .replication import DEFAULT_ACK_TIMEOUT, MAX_REPLICA_ACKS
-from .limits import DEFAULT_MAX_RECORD_BYTES, MAX_BATCH_BYTES
-from .responses.store import (
-    DEFAULT_MAX_DEPTH,
-    DEFAULT_TTL_SECONDS,
-    ChainStore,
-    RedisResponseSessionStore,
-)
+from .responses.store import DEFAULT_MAX_DEPTH, ChainStore, RedisResponseSessionStore
 
 
 ENV_PREFIX = "REDIS_SESSIONS_"

@@ -38,6 +38,7 @@ class ErrorCode(str, Enum):
     INPUT_INVALID = "session.input.invalid"
     CONVERSATION_NOT_FOUND = "session.conversation.not_found"
     CONVERSATION_ITEM_NOT_FOUND = "session.conversation.item_not_found"
+    IDEMPOTENCY_KEY_REUSED = "session.idempotency.key_reused"
 
     def __str__(self) -> str:
         return self.value
@@ -64,6 +65,8 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.INPUT_INVALID: 400,
     ErrorCode.CONVERSATION_NOT_FOUND: 404,  # no such conversation (never created, deleted or expired)
     ErrorCode.CONVERSATION_ITEM_NOT_FOUND: 404,  # the conversation exists, the item does not (or was deleted)
+    # an idempotency key used again with another body (Stripe, the IETF Idempotency-Key draft: 422)
+    ErrorCode.IDEMPOTENCY_KEY_REUSED: 422,
 }
 
 

@@ -34,11 +34,14 @@ def lua_folder() -> "Traversable":
 
 
 LIBS: dict[str, tuple[str, ...]] = {
-    "chain_save": ("chain_jumps", "chain_lib"),
+    "items_lib": ("tokens",),
+    "conv_lib": ("tokens",),
+    "chain_lib": ("tokens",),
+    "chain_save": ("tokens", "chain_jumps", "chain_lib"),
     "chain_walk": ("chain_jumps",),
-    "chain_walk_slide": ("chain_jumps", "chain_lib"),
-    "chain_delete": ("chain_jumps", "chain_lib"),
-    "chain_save_turn": ("conv_lib", "chain_jumps", "chain_lib"),
+    "chain_walk_slide": ("tokens", "chain_jumps", "chain_lib"),
+    "chain_delete": ("tokens", "chain_jumps", "chain_lib"),
+    "chain_save_turn": ("tokens", "conv_lib", "chain_jumps", "chain_lib"),
 }
 """The library files sent in front of a script (Redis scripts cannot load one another).
 A script runs all of its libraries' definitions on every call, so each carries only

@@ -17,7 +17,11 @@ import pytest
 from chains import all_keys, build_chain, make_store, readable, record, resending
 from redis_sessions import ErrorCode, SessionError, new_response_id
 from redis_sessions.ids import thread_of
-from redis_sessions.responses.protocol import OPS_FIELD, RING_ENTRIES, SaveRequest, new_token
+from redis_sessions import tokens
+from redis_sessions.keys import KeySpace
+from redis_sessions.responses.protocol import SaveRequest, new_token
+
+OPS_FIELD = KeySpace.OPS_FIELD
 from redis_sessions.responses.store import OVERWRITE_CYCLE_WALK_LIMIT, foreign_root_thread
 
 KINDS = pytest.mark.parametrize("kind", ["minted", "foreign"])
@@ -248,14 +252,19 @@ async def test_a_resent_delete_of_a_threads_last_record_still_answers_true(backe
 
 
 async def test_the_ring_is_bounded(backend):
+    """The shared ring (lua/tokens.lua): at most tokens.MAX_BYTES, however fast the thread
+    is written; past it the oldest go, and the newest writes are always there."""
     store = make_store(backend)
-    ids = await build_chain(store, 2 * RING_ENTRIES + 5)
+    ids = await build_chain(store, 80)
     for rid in ids[1::2]:
         assert await store.delete(rid) is True
     state = await all_keys(backend, store)
     [fields] = [v for v in state.values() if isinstance(v, dict)]
     ring = fields.get(OPS_FIELD, fields.get(OPS_FIELD.encode()))
-    assert len(ring) == 17 * RING_ENTRIES
+    assert 0 < len(ring) <= tokens.MAX_BYTES
+    entries = ring.split(b"\n")[:-1]
+    assert len(entries) >= tokens.MAX_BYTES * 3 // 4 // 29 - 1 and all(e[26:] in (b" S", b" D") for e in entries)
+    assert entries[-1].endswith(b" D")  # the newest: the last delete
 
 
 # -- refusals write nothing ---------------------------------------------------------------

@@ -76,9 +76,9 @@ async def test_the_append_script_stores_any_count_whole(redis_backend: Backend) 
     pairs: list[base.Arg] = []
     for n in range(2_500):
         pairs += [f"msg_{n}", encode(msg(str(n), id=f"msg_{n}"))]
-    assert await store._write("conv_add", conv.id, [600_000, base.new_token(), 0, *pairs]) == [b"ok"]
+    assert await store._write("conv_add", conv.id, [600_000, base.new_token(), *pairs]) == [b"ok"]
     assert len(await store.history(conv.id)) == 2_500
-    assert (await store._write("conv_add", conv.id, [600_000, base.new_token(), 0, *pairs]))[0] == b"dup"
+    assert (await store._write("conv_add", conv.id, [600_000, base.new_token(), *pairs]))[0] == b"dup"
 
 
 # -- tombstones ------------------------------------------------------------------------------
@@ -110,32 +110,34 @@ async def test_add_and_delete_cycles_keep_a_bounded_number_of_fields(redis_backe
     assert await redis_backend.client.hlen(key) == fields  # a bound, not a slower growth
 
 
-async def test_tombstones_go_after_the_retention_window_eight_per_write(redis_backend: Backend) -> None:
-    _, store = stores(redis_backend)
+async def test_tombstones_go_after_the_retention_window_eight_per_write(clocked: Backend) -> None:
+    """Time moves on the fake server: the scripts take it from TIME, never from a worker."""
+    _, store = stores(clocked)
     conv = await store.create(items=[msg("kept", id="msg_kept")])
     key = store.keys.conversation(conv.id)
-    start = await redis_backend.client.hlen(key)
+    start = await clocked.client.hlen(key)
     ids = await cycles(store, conv.id, 20)
-    redis_backend.clock.advance(RETAIN_S - 1)
+    clocked.clock.advance(RETAIN_S - 1)
     page = await store.list_items(conv.id, order="asc", after=ids[0])  # within the window: pages on
     assert page.data == []
-    redis_backend.clock.advance(2)
+    clocked.clock.advance(2)
     expected = start + 2 + 1  # the run's two g: fields and t, the queue's ends
     for added, tombstones in ((1, 12), (2, 4), (3, 0), (4, 0)):  # PRUNE: 8 dropped per write at most
         await store.add_items(conv.id, [msg(f"later {added}")])
-        assert await redis_backend.client.hlen(key) == expected + 2 * added + 2 * tombstones
+        assert await clocked.client.hlen(key) == expected + 2 * added + 2 * tombstones
     with pytest.raises(SessionError) as err:
         await store.list_items(conv.id, after=ids[-1])
     assert err.value.code is ErrorCode.INPUT_INVALID  # as for an id the conversation never held
     assert [i["content"] for i in await store.history(conv.id)] == ["kept"] + [f"later {n}" for n in range(1, 5)]
 
 
-async def test_a_reused_id_keeps_its_cursor_when_its_old_tombstone_goes(redis_backend: Backend) -> None:
-    _, store = stores(redis_backend)
+async def test_a_reused_id_keeps_its_cursor_when_its_old_tombstone_goes(clocked: Backend) -> None:
+    """Time moves on the fake server: the scripts take it from TIME, never from a worker."""
+    _, store = stores(clocked)
     conv = await store.create(items=[msg("a", id="msg_a"), msg("b", id="msg_b")])
     await store.delete_item(conv.id, "msg_a")
     await store.add_items(conv.id, [msg("a again", id="msg_a"), msg("c", id="msg_c")])
-    redis_backend.clock.advance(RETAIN_S + 1)
+    clocked.clock.advance(RETAIN_S + 1)
     await store.add_items(conv.id, [msg("d")])
     assert [i["content"] for i in (await store.list_items(conv.id, order="asc", after="msg_a")).data] == ["c", "d"]
     assert (await store.get_item(conv.id, "msg_a"))["content"] == "a again"

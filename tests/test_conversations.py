@@ -23,6 +23,7 @@ from redis_sessions.conversations import (
     RedisConversationStore,
 )
 from redis_sessions.conversations import base, paging
+from redis_sessions import tokens
 from redis_sessions.errors import ErrorCode, SessionError
 
 
@@ -337,9 +338,9 @@ async def test_every_write_resent_with_its_token_has_one_effect(backend: Backend
     key_id = conv.id
     pair = [b"msg_c", base.encode(msg("c", id="msg_c"))]
     for _ in range(2):
-        assert await store._write("conv_add", key_id, [600_000, b"t_add", 0, *pair]) == [b"ok"]
+        assert await store._write("conv_add", key_id, [600_000, b"t_add", *pair]) == [b"ok"]
     for _ in range(2):
-        reply = await store._write("conv_delete_item", key_id, [600_000, b"t_del", "msg_a", 0])
+        reply = await store._write("conv_delete_item", key_id, [600_000, b"t_del", "msg_a"])
         assert reply[0] == b"ok"
     for _ in range(2):
         reply = await store._write("conv_update", key_id, [600_000, b"t_upd", base.encode({"u": "1"})])
@@ -353,19 +354,21 @@ async def test_every_write_resent_with_its_token_has_one_effect(backend: Backend
     assert await code_of(store.delete(conv.id)) is ErrorCode.CONVERSATION_NOT_FOUND  # a new delete: 404
 
 
-async def test_the_ring_remembers_sixteen_writes(backend: Backend) -> None:
-    store = make_store(backend)
+async def test_the_ring_remembers_writes_by_time(clocked: Backend) -> None:
+    """Defect 8: the ring kept the last 16 writes. Tokens are kept tokens.RETAIN_S of
+    server time now (lua/tokens.lua), so a re-send 20 writes later is still recognised."""
+    store = make_store(clocked)
     conv = await store.create()
     pair = [b"msg_first", base.encode(msg("first", id="msg_first"))]
-    assert await store._write("conv_add", conv.id, [600_000, b"t_first", 0, *pair]) == [b"ok"]
-    for n in range(15):
+    assert await store._write("conv_add", conv.id, [600_000, b"t_first", *pair]) == [b"ok"]
+    for n in range(20):
         await store.add_items(conv.id, [msg(str(n))])
-    assert await store._write("conv_add", conv.id, [600_000, b"t_first", 0, *pair]) == [b"ok"]  # 16th newest
+    assert await store._write("conv_add", conv.id, [600_000, b"t_first", *pair]) == [b"ok"]  # 21 writes on
+    clocked.clock.advance(tokens.RETAIN_S + 2)
     await store.add_items(conv.id, [msg("one more")])
-    assert (await store._write("conv_add", conv.id, [600_000, b"t_first", 0, *pair]))[0] == b"dup"  # forgotten
-    if backend.is_redis:
-        ring = await backend.client.hget(store.keys.conversation(conv.id), "ops")
-        assert ring.count(b"\n") == 16 and len(ring) == 16 * 19
+    assert (await store._write("conv_add", conv.id, [600_000, b"t_first", *pair]))[0] == b"dup"  # forgotten
+    ring = await clocked.client.hget(store.keys.conversation(conv.id), "ops")
+    assert ring.count(b"\n") == 1 and len(ring) <= tokens.MAX_BYTES
 
 
 # -- TTL ---------------------------------------------------------------------------------

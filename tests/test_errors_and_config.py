@@ -40,6 +40,7 @@ def test_the_set_of_error_codes_is_pinned():
         "session.input.invalid": 400,
         "session.conversation.not_found": 404,
         "session.conversation.item_not_found": 404,
+        "session.idempotency.key_reused": 422,
     }
 
 

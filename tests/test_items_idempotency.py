@@ -22,6 +22,7 @@ from redis_sessions.errors import ErrorCode, SessionError
 from redis_sessions.items import CompactionSession, ItemSession, RedisSession
 from redis_sessions.items import header as hd
 from redis_sessions.items.redis import SCRIPTS
+from redis_sessions import tokens
 from test_items import _summarize, expect_error, header_of, key_of, make, msgs, prefix_keys, pttl, texts
 
 TOKEN, EPOCH = b"fixed-token", b"fixed-epoch"
@@ -267,18 +268,66 @@ async def test_retry_after_the_budget_expired(backend: Backend, lossy: Lossy) ->
 
 
 async def test_retry_after_a_cancellation(backend: Backend, lossy: Lossy) -> None:
+    """A call cancelled in the caller's own task (``asyncio.timeout``; ``wait_for`` runs
+    the call in the caller's task from Python 3.12 on) is retried by that task: once."""
     s = lossy.session()
     await s.add_items(msgs(2))
     lossy.delay["items_pop"] = 5.0
-    task = asyncio.ensure_future(s.pop_item())
-    while "items_pop" not in lossy.ran:
-        await asyncio.sleep(0.01)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.3):
+            await s.pop_item()
+    assert "items_pop" in lossy.ran  # it ran: only its reply was late
     lossy.delay.clear()
     assert (await s.pop_item() or {})["content"] == "m1"
     assert texts(await s.get_items()) == ["m0"]
+
+
+async def test_two_coroutines_adding_the_same_item_are_two_writes(backend: Backend, lossy: Lossy) -> None:
+    """Defect 8: two coroutines sharing one session object, each adding the same item, stored
+    it once: the second took the first's failed call for its own retry. A failed call is
+    remembered for its own task only."""
+    s = lossy.session()
+    lossy.lose["items_add"] = 1
+
+    async def first() -> None:
+        with expect_error(ErrorCode.BACKEND_UNAVAILABLE):
+            await s.add_items(msgs(1))  # ran; its reply was lost
+
+    await asyncio.create_task(first())
+    await s.add_items(msgs(1))  # another coroutine's own add of the same item
+    assert texts(await s.get_items()) == ["m0", "m0"]
+
+
+async def test_a_pop_retried_after_other_writes_returns_the_lost_pops_item(backend: Backend, lossy: Lossy) -> None:
+    """The same task's retry of a pop whose reply was lost, after other writes came in
+    between, returns the item that pop removed: none lost, none returned twice."""
+    s = lossy.session()
+    other = make(backend)
+    await s.add_items(msgs(3))
+    lossy.lose["items_pop"] = 1
+    with expect_error(ErrorCode.BACKEND_UNAVAILABLE):
+        await s.pop_item()
+    for n in range(20):
+        await other.add_items(msgs(1, start=10 + n))
+    assert (await s.pop_item() or {})["content"] == "m2"
+    assert texts(await s.get_items())[:2] == ["m0", "m1"] and len(await s.get_items()) == 22
+
+
+async def test_an_idempotency_key_reused_with_another_body_is_refused(backend: Backend) -> None:
+    """Defect 8: a key reused with another body was silently dropped (and applied once 16
+    writes had pushed it out of the ring). It is refused, as Stripe and the IETF
+    Idempotency-Key draft refuse it, for as long as the key is remembered."""
+    a, b = make(backend), make(backend)
+    await a.add_items(msgs(2), idempotency_key="turn-1")
+    await b.add_items(msgs(2), idempotency_key="turn-1")  # any caller's retry: nothing more
+    with pytest.raises(SessionError) as err:
+        await b.add_items(msgs(1, start=5), idempotency_key="turn-1")
+    assert err.value.code is ErrorCode.IDEMPOTENCY_KEY_REUSED and err.value.http_status == 422
+    for n in range(20):
+        await a.add_items(msgs(1, start=10 + n))
+    with expect_error(ErrorCode.IDEMPOTENCY_KEY_REUSED):
+        await b.add_items(msgs(1, start=5), idempotency_key="turn-1")
+    assert len(await a.get_items()) == 22
 
 
 async def test_only_the_next_write_on_the_object_can_be_the_retry(backend: Backend, lossy: Lossy) -> None:
@@ -315,52 +364,68 @@ async def test_invalid_idempotency_keys_are_refused(backend: Backend, bad: Any) 
 
 
 # -- the ring's bounds --------------------------------------------------------------------
-async def test_the_ring_remembers_the_newest_sixteen(backend: Backend) -> None:
-    s = make(backend)
+async def test_the_ring_remembers_tokens_by_time_not_by_a_count_of_16(clocked: Backend) -> None:
+    """Defect 8: a retry that came after 16 other writes was applied twice. Tokens are
+    kept tokens.RETAIN_MS of server time now, within the ring's byte bound."""
+    s = make(clocked)
     await s._eng_add(enc(msgs(1)), TOKEN, EPOCH)
-    for i in range(hd.RING - 1):
-        await s._eng_add(enc(msgs(1, start=i + 1)), b"t%d" % i, EPOCH)
-    assert await s._eng_add(enc(msgs(1)), TOKEN, EPOCH) == 1  # 16th newest: remembered
-    await s._eng_add(enc(msgs(1, start=99)), b"one more", EPOCH)
+    for i in range(20):
+        await s._eng_add(enc(msgs(1, start=i + 1)), b"%016x" % i, EPOCH)
+    assert await s._eng_add(enc(msgs(1)), TOKEN, EPOCH) == 1  # 20 writes later: remembered
+    clocked.clock.advance(tokens.RETAIN_MS / 1000 - 1)
+    assert await s._eng_add(enc(msgs(1)), TOKEN, EPOCH) == 1  # still within the window
+    clocked.clock.advance(2)  # kept at least RETAIN_S (stamped in whole seconds: less than one more)
+    await s._eng_add(enc(msgs(1, start=99)), b"onemore", EPOCH)  # a write drops what is past the window
+    h = await header_of(clocked)
+    assert h.tokens == [b"onemore"]
+    assert await s._eng_add(enc(msgs(1)), TOKEN, EPOCH) == 23  # forgotten: applied again
+
+
+async def test_the_ring_is_bounded_in_bytes_whatever_the_write_rate(backend: Backend) -> None:
+    s = make(backend)
+    for i in range(100):
+        await s._eng_add(enc(msgs(1)), b"%016x" % i, EPOCH)
     h = await header_of(backend)
-    assert len(h.tokens) == hd.RING and TOKEN not in h.tokens
-    assert await s._eng_add(enc(msgs(1)), TOKEN, EPOCH) == 18  # forgotten: applied again
+    assert h.tlen <= tokens.MAX_BYTES and len(h.tokens) >= tokens.MAX_BYTES // 40
+    assert h.tokens[-1] == b"%016x" % 99 and b"%016x" % 0 not in h.tokens
 
 
 async def test_big_popped_items_are_forgotten_beyond_the_newest(backend: Backend) -> None:
     s = make(backend)
     big = [{"blob": str(i) * 40_000} for i in range(4)]
     await s.add_items(big)
-    tokens = [b"p%d" % i for i in range(4)]
-    for t in tokens:
+    pops = [b"p%d" % i for i in range(4)]
+    for t in pops:
         assert await s._eng_pop(t, EPOCH, hd.SCAN_LIMIT) is not None
     h = await header_of(backend)
     assert [r[:1] for r in h.results] == [b"a", b"i", b"i", b"i", b"i"]
-    assert await stashed(backend) == [tokens[3]]  # 64 KiB: only the newest, which is always kept
+    assert await stashed(backend) == [pops[3]]  # 64 KiB: only the newest, which is always kept
     assert h.hinted and len(h.raw) < 200  # the header holds none of them
-    assert await s._eng_pop(tokens[3], EPOCH, hd.SCAN_LIMIT) == encode(big[0])
+    assert await s._eng_pop(pops[3], EPOCH, hd.SCAN_LIMIT) == encode(big[0])
     with expect_error(ErrorCode.STORE_CONFLICT):  # ran, but its item is gone: never pop again
-        await s._eng_pop(tokens[2], EPOCH, hd.SCAN_LIMIT)
+        await s._eng_pop(pops[2], EPOCH, hd.SCAN_LIMIT)
     await s.add_items(msgs(1))
     with expect_error(ErrorCode.STORE_CONFLICT):
-        await s._eng_pop(tokens[0], EPOCH, hd.SCAN_LIMIT)
+        await s._eng_pop(pops[0], EPOCH, hd.SCAN_LIMIT)
     assert texts(await s.get_items()) == ["m0"]
 
 
 async def test_the_newest_two_popped_items_are_remembered(backend: Backend) -> None:
     s = make(backend)
     await s.add_items(msgs(20))
-    tokens = [b"p%d" % i for i in range(20)]
-    for t in tokens:
+    pops = [b"p%d" % i for i in range(20)]
+    for t in pops:
         await s._eng_pop(t, EPOCH, hd.SCAN_LIMIT)
     h = await header_of(backend)
-    assert await stashed(backend) == tokens[:-hd.POPS - 1:-1]
-    assert h.tokens == tokens[-hd.RING:]
-    assert texts([decode(await s._eng_pop(tokens[-2], EPOCH, hd.SCAN_LIMIT))]) == ["m1"]
+    assert await stashed(backend) == pops[:-hd.POPS - 1:-1]
+    assert h.tokens[-20:] == pops
+    assert texts([decode(await s._eng_pop(pops[-2], EPOCH, hd.SCAN_LIMIT))]) == ["m1"]
     with expect_error(ErrorCode.STORE_CONFLICT):
-        await s._eng_pop(tokens[-3], EPOCH, hd.SCAN_LIMIT)
+        await s._eng_pop(pops[-3], EPOCH, hd.SCAN_LIMIT)
     await s.add_items(msgs(1, start=50))
-    assert texts([decode(await s._eng_pop(tokens[0], EPOCH, hd.SCAN_LIMIT))]) == ["m50"]  # beyond the ring
+    with expect_error(ErrorCode.STORE_CONFLICT):  # still in the ring, its item long gone: never a second pop
+        await s._eng_pop(pops[0], EPOCH, hd.SCAN_LIMIT)
+    assert texts(await s.get_items()) == ["m50"]
 
 
 async def test_a_clear_forgets_popped_items(backend: Backend) -> None:
@@ -381,8 +446,8 @@ async def test_an_emptied_session_keeps_its_header_briefly(clocked: Backend) -> 
     await s.add_items(msgs(1))
     assert await pttl(clocked) == -1
     await s.pop_item()
-    assert await pttl(clocked) == hd.RETAIN_MS
-    clocked.clock.advance(hd.RETAIN_MS / 1000)
+    assert await pttl(clocked) == tokens.RETAIN_MS
+    clocked.clock.advance(tokens.RETAIN_MS / 1000)
     assert await prefix_keys(clocked) == [key_of(clocked)]  # kept through its deadline millisecond
     clocked.clock.advance(0.001)
     assert await prefix_keys(clocked) == []
@@ -396,7 +461,7 @@ async def test_an_add_to_an_emptied_session_without_ttl_keeps_it(clocked: Backen
     await s.pop_item()
     await s.add_items(msgs(1, start=5))
     assert await pttl(clocked) == -1  # persisted again
-    clocked.clock.advance(10 * hd.RETAIN_MS)
+    clocked.clock.advance(10 * tokens.RETAIN_MS)
     assert texts(await s.get_items()) == ["m5"]
 
 
@@ -405,7 +470,7 @@ async def test_a_cleared_session_keeps_its_header_briefly(clocked: Backend) -> N
     s = make(clocked, ttl_seconds=3600)
     await s.add_items(msgs(2))
     await s.clear_session()
-    assert await pttl(clocked) == hd.RETAIN_MS  # not the hour: nothing left to keep
+    assert await pttl(clocked) == tokens.RETAIN_MS  # not the hour: nothing left to keep
     short = make(clocked, "short", ttl_seconds=5)
     await short.add_items(msgs(1))
     await short.clear_session()

@@ -12,7 +12,6 @@ here too, before the call, so a re-send stores the ids the caller was given.
 
 from __future__ import annotations
 
-import secrets
 from abc import ABC, abstractmethod
 from typing import Optional, Sequence, Union
 
@@ -27,6 +26,7 @@ from ..keys import DEFAULT_PREFIX, KeySpace
 from ..limits import DEFAULT_TTL_SECONDS, MAX_BATCH_BYTES, MAX_ITEM_BYTES, UNSET, _Unset
 from ..models import Item
 from ..redis_client import bounded
+from ..tokens import new_token
 from . import checks, paging
 from .models import Conversation, ConversationDeleted, ConversationItemList
 
@@ -35,11 +35,6 @@ Reply = list[Optional[bytes]]
 Arg = Union[bytes, str, int]
 
 _METADATA = msgspec.msgpack.Decoder(dict[str, str])
-
-
-def new_token() -> bytes:
-    """An operation token: 64 random bits, hex (no space or newline, as the ring needs)."""
-    return secrets.token_hex(8).encode()
 
 
 def _arg(value: Arg) -> bytes:
@@ -95,6 +90,15 @@ class ConversationStore(ABC):
     async def close(self) -> None:
         """Release what this store built (see the backend); a no-op here."""
 
+    def turn_arguments(self, items: list[Item]) -> list[bytes]:
+        """What a response's turn appends (lua/conv_lib.lua's append): each item's id and
+        encoding, checked as an append's are (ids minted where missing), at most
+        ``MAX_ITEMS_PER_TURN``. The response store calls it, so it needs no import of this
+        package (responses and conversations are siblings)."""
+        _, ids, entries = checks.items(items, self.max_item_bytes, self.max_batch_bytes, allow_empty=True,
+                                       max_items=checks.MAX_ITEMS_PER_TURN)
+        return [part for pair in zip((i.encode() for i in ids), entries) for part in pair]
+
     # -- conversations -------------------------------------------------------------
     @bounded
     async def create(self, items: Optional[list[Item]] = None,
@@ -141,7 +145,7 @@ class ConversationStore(ABC):
         validate_id(conversation_id, "conversation id")
         _, ids, entries = checks.items(items, self.max_item_bytes, self.max_batch_bytes, allow_empty=False)
         reply = await self._write("conv_add", conversation_id,
-                                  [self._ttl_ms, new_token(), self._now_ms(), *_pairs(ids, entries)])
+                                  [self._ttl_ms, new_token(), *_pairs(ids, entries)])
         self._check(reply, conversation_id)
         stored = [decode_item(e, self._where(conversation_id)) for e in entries]
         return paging.page_of(stored, len(stored))
@@ -197,15 +201,11 @@ class ConversationStore(ABC):
         validate_id(conversation_id, "conversation id")
         validate_id(item_id, "item id")
         reply = await self._write("conv_delete_item", conversation_id,
-                                  [self._ttl_ms, new_token(), item_id, self._now_ms()])
+                                  [self._ttl_ms, new_token(), item_id])
         self._check(reply, conversation_id, item_id)
         return self._conversation(conversation_id, reply[1], reply[2])
 
     # -- replies ---------------------------------------------------------------------
-    def _now_ms(self) -> int:
-        """When a tombstone is made (and old ones dropped): this store's clock, as the scripts take it."""
-        return int(self._clock() * 1000)
-
     def _where(self, conversation_id: str) -> str:
         return f"conversation {conversation_id!r}"
 

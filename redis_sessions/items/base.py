@@ -22,17 +22,19 @@ Every write is idempotent. It carries a token made here, per call, and sent
 in the script's ARGV, so redis-py re-sending a command whose reply was lost
 (on a new connection, or as EVAL after NOSCRIPT) carries the same one; the
 script finds it in the ring, writes nothing and replies what the first run
-replied. A session object also remembers the token of a write that failed or
-was cancelled (a lost reply, a timeout, the ``bounded`` budget) and re-uses
-it if the next write on the object is the same operation (``add_items`` with
-the same encoded items, ``pop_item``, a fork to the same id, a replacement of
-the same snapshot with the same items), so a caller that retries after a
-``session.backend.*`` error gets exactly-once too; ``add_items(...,
-idempotency_key=...)`` does the same across processes. The ring's bounds are
-in :mod:`.header`. So that a late re-send still finds its token, a session
-that a pop or a compaction empties keeps its header for its TTL (ten minutes,
-``RETAIN_MS``, without one; an add with no TTL then makes it permanent again),
-and a cleared one for at most ten minutes.
+replied (:mod:`redis_sessions.tokens`: the one mechanism of every store, tokens
+kept 30 s). A session object also remembers, per task, the token of a write
+whose outcome is unknown (a lost reply, a timeout, a cancellation) and re-uses
+it if that task's next write on the object is the same operation with the same
+arguments (``add_items`` with the same encoded items, ``pop_item``, a fork to
+the same id, a replacement of the same snapshot with the same items), so a
+caller that retries after a ``session.backend.*`` error gets exactly-once too;
+two coroutines' calls are never merged. ``add_items(..., idempotency_key=...)``
+makes any caller's retry safe, and refuses the key with another body
+(``session.idempotency.key_reused``). So that a late re-send still finds its
+token, a session that a pop or a compaction empties keeps its header for its
+TTL (30 s without one; an add with no TTL then makes it permanent again), and a
+cleared one for at most 30 s.
 
 Every argument is checked here, before anything is sent (items: dicts with
 string keys, nested at most ``validate.MAX_NESTING`` deep, each at most
@@ -64,7 +66,6 @@ Subclasses implement the ``_eng_*`` primitives; :mod:`.memory` in-process,
 
 from __future__ import annotations
 
-import secrets
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, TypeVar, Union, cast
 
@@ -78,6 +79,7 @@ from ..keys import DEFAULT_PREFIX, KeySpace
 from ..models import Item
 from ..redis_client import bounded
 from ..limits import DEFAULT_TTL_SECONDS, MAX_BATCH_BYTES, MAX_ITEM_BYTES, UNSET, _Unset
+from ..tokens import Pending, keyed_token, new_token
 from . import header as hd
 
 if TYPE_CHECKING:
@@ -130,18 +132,11 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     rewrites: int
 
 
-def new_epoch() -> bytes:
-    return secrets.token_hex(8).encode()
-
-
-def new_token() -> bytes:
-    """An operation token: 64 random bits, hex (never ``:``, so never a caller's ``k:`` key).
-
-    A write that creates a session, clears it or forks onto it uses its token
-    as the new epoch too (a random value, new per write; a retry that re-uses
-    the token is the same write). Only a caller's idempotency key, which may
-    come back after the session expired, gets a fresh epoch."""
-    return secrets.token_hex(8).encode()
+new_epoch = new_token
+"""A write that creates a session, clears it or forks onto it uses its token as the new
+epoch too (a random value, new per write; a retry that re-uses the token is the same
+write). Only a caller's idempotency key, which may come back after the session
+expired, gets a fresh epoch."""
 
 
 def plausible(entry: bytes) -> bool:
@@ -264,8 +259,8 @@ class ItemSession(ABC):
         self.max_batch_bytes = validate.integer(max_batch_bytes, "max_batch_bytes", minimum=1, maximum=256 << 20)
         self._items_key = KeySpace(key_prefix).session_items(session_id)
         self._slide_ms = self._ttl_ms if sliding_ttl else 0
-        # The last write on this object that failed or was cancelled: (operation, token, what it wrote).
-        self._pending: Optional[tuple[str, bytes, object]] = None
+        # Per task, its last write on this object whose outcome is unknown.
+        self._pending = Pending()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.session_id!r}, key_prefix={self.key_prefix!r})"
@@ -300,12 +295,8 @@ class ItemSession(ABC):
                     max_batch_bytes=self.max_batch_bytes)
 
     def _token(self, operation: str, what: object) -> bytes:
-        """The token for a write: the failed one's if this repeats it, else a new one.
-        Whatever this write is, it is the retry or it is not: the slot is consumed."""
-        pending, self._pending = self._pending, None
-        if pending is not None and pending[0] == operation and pending[2] == what:
-            return pending[1]
-        return new_token()
+        """The token for a write: the failed one's if this task repeats it, else a new one."""
+        return self._pending.token(operation, what)
 
     # -- the Session protocol ----------------------------------------------
     @bounded
@@ -351,11 +342,12 @@ class ItemSession(ABC):
         if key is None:
             token = epoch = self._token("add", entries)
         else:
-            token, epoch = b"k:" + key.encode("utf-8"), new_epoch()
+            token, epoch = keyed_token(key, entries), new_epoch()
         try:
             await self._eng_add(entries, token, epoch)
-        except BaseException:
-            self._pending = ("add", token, entries)
+        except BaseException as exc:
+            if key is None:
+                self._pending.failed("add", token, entries, exc)
             raise
 
     @bounded
@@ -373,8 +365,8 @@ class ItemSession(ABC):
         while True:
             try:
                 got = await self._eng_pop(token, token, hd.SCAN_LIMIT)
-            except BaseException:
-                self._pending = ("pop", token, None)
+            except BaseException as exc:
+                self._pending.failed("pop", token, None, exc)
                 raise
             if got is None:
                 return None
@@ -395,9 +387,12 @@ class ItemSession(ABC):
         recognised instead of landing in the cleared session.
         """
         self._check_open()
-        self._pending = None
-        token = new_token()
-        await self._eng_clear(token, token)
+        token = self._token("clear", None)
+        try:
+            await self._eng_clear(token, token)
+        except BaseException as exc:
+            self._pending.failed("clear", token, None, exc)
+            raise
 
     async def ping(self) -> bool:
         """Whether the backend answers (within the time budget), as the SDK's ``ping()``:
@@ -451,8 +446,8 @@ class ItemSession(ABC):
         token = self._token("fork", new_session_id)
         try:
             created = await target._eng_create(entries, self.session_id, raw.version, token, token)
-        except BaseException:
-            self._pending = ("fork", token, new_session_id)
+        except BaseException as exc:
+            self._pending.failed("fork", token, new_session_id, exc)
             raise
         if not created:
             raise SessionError(ErrorCode.STORE_CONFLICT, f"session {new_session_id!r} already exists")
@@ -489,8 +484,8 @@ class ItemSession(ABC):
         token = self._token("compact", what)
         try:
             return await self._eng_replace_prefix(snapshot, entries, token)
-        except BaseException:
-            self._pending = ("compact", token, what)
+        except BaseException as exc:
+            self._pending.failed("compact", token, what, exc)
             raise
 
     @bounded

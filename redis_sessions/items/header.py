@@ -19,10 +19,13 @@ has cmsgpack, fakeredis's has not)::
   that is not an append; ``forked_from``/``forked_at``, empty unless forked.
   Counters are decimal, at most 13 digits (Lua prints larger ones in
   exponent form); the epoch and ids hold no space or newline.
-- ``n`` tokens; ``tlen``, ``rlen``, ``plen`` the byte lengths of the sections.
-- ``tokens``: the newest :data:`RING` tokens, oldest first, each followed by a
-  newline (tokens are hex, or ``k:<idempotency key>``: never a space or newline).
-- ``results``: one ``<len>:<result>`` per token, in the same order.
+- ``n`` 0 (it counted the tokens of headers before the shared ring); ``tlen``,
+  ``rlen``, ``plen`` the byte lengths of the sections.
+- ``tokens``: the session's operation tokens with what each write replied, in
+  the format every store shares (``lua/tokens.lua``, :mod:`redis_sessions.tokens`):
+  ``<server s><token> <result>\n`` per write, oldest first, kept 30 s, at most 1 KiB.
+- ``results``: empty (headers before the shared ring kept the results apart; the
+  next write drops them).
 - ``popped``: :data:`HINT` when index 1 holds the stash (below), else empty.
   Headers written before the stash kept the popped entries themselves here;
   the next write drops them.
@@ -45,8 +48,9 @@ redis-py re-sending a command whose reply was lost carries the same one. A
 script that finds its token writes nothing and replies what the first run
 replied: an add its version, a pop its item (from the stash; if that was
 dropped since, or cleared, ``session.store.conflict``, never a second pop).
-A token older than the newest 16 writes is forgotten, and its write would
-apply again: the bound on how late a re-send may arrive.
+A token is remembered 30 s (and within the ring's 1 KiB: the last 32 writes
+of a session written faster than once a second): the bound on how late a re-send
+may arrive.
 
 Result kinds: ``a<v>`` add, ``i`` pop of an item, ``n`` pop that found none,
 ``m`` pop that met :data:`SCAN_LIMIT` non-items first (the caller calls
@@ -71,15 +75,10 @@ STASH = b"\x00rsp"
 HINT = b"0:"
 """The header's popped section when index 1 holds the stash (an empty entry to the
 headers' older readers, which kept popped entries there)."""
-RING = 16
-"""Tokens remembered per session: the newest writes."""
 POPS = 2
 """Popped entries remembered, for the newest pops..."""
 POP_BYTES = 64 << 10
 """... while they fit in this many bytes together (the newest is always kept)."""
-RETAIN_MS = 600_000
-"""How long a header-only session (emptied by pops, or cleared) keeps its ring
-when the session has no TTL."""
 SCAN_LIMIT = 1000
 """Entries one script call reads or drops at most (pop's garbage, get's scan, a read's page)."""
 MAX_ITEMS = 10_000
@@ -114,12 +113,21 @@ class Header:
         return self.raw[self.start + self.tlen + self.rlen + self.plen:]
 
     @property
+    def ring(self) -> list[tuple[int, bytes, bytes]]:
+        """The token ring's entries, oldest first: (server time in s, token, what the write replied)."""
+        out = []
+        for line in self.raw[self.start:self.start + self.tlen].split(b"\n")[:-1]:
+            token, _, result = line[10:].partition(b" ")
+            out.append((int(line[:10]), token, result))
+        return out
+
+    @property
     def tokens(self) -> list[bytes]:
-        return self.raw[self.start:self.start + self.tlen].split(b"\n")[:-1]
+        return [token for _, token, _ in self.ring]
 
     @property
     def results(self) -> list[bytes]:
-        return _fields(self.raw[self.start + self.tlen:self.start + self.tlen + self.rlen], "results")
+        return [result for _, _, result in self.ring]
 
     @property
     def hinted(self) -> bool:
@@ -158,26 +166,3 @@ def parse(s: bytes, where: str) -> Header:
     if h is None:
         raise SessionError(ErrorCode.RECORD_CORRUPT, f"{where}: the session header does not parse")
     return h
-
-
-def _next(s: bytes, q: int, end: int) -> Optional[tuple[int, int]]:
-    """The field at ``q`` in ``s`` (ending by ``end``): where its value starts, and where the next field does."""
-    m = _FIELD.match(s, q)
-    if m is None:
-        return None
-    r, n = m.end(), int(m.group(1))
-    if r + n > end:
-        return None
-    return r, r + n
-
-
-def _fields(section: bytes, what: str) -> list[bytes]:
-    out: list[bytes] = []
-    q = 0
-    while q < len(section):
-        field = _next(section, q, len(section))
-        if field is None:
-            raise SessionError(ErrorCode.RECORD_CORRUPT, f"the session header's {what} do not parse")
-        out.append(section[field[0]:field[1]])
-        q = field[1]
-    return out

@@ -76,7 +76,7 @@ _FRAMES = msgspec.msgpack.Decoder(list[bytes])
 
 # Errors the scripts raise themselves (items_lib.lua), and what they mean here.
 _SCRIPT_ERRORS = {"RSCORRUPT": ErrorCode.RECORD_CORRUPT, "RSFORGOTTEN": ErrorCode.STORE_CONFLICT,
-                  "RSFULL": ErrorCode.INPUT_INVALID}
+                  "RSFULL": ErrorCode.INPUT_INVALID, "RSREUSED": ErrorCode.IDEMPOTENCY_KEY_REUSED}
 
 
 class RedisSession(ItemSession):

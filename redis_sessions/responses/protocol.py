@@ -8,7 +8,6 @@ store logic above it is written once.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Awaitable, Protocol, Sequence, runtime_checkable
 
 from ..keys import KeySpace
@@ -41,61 +40,28 @@ class ResponseSessionStore(Protocol):
     async def close(self) -> None: ...
 
 
-OPS_FIELD = KeySpace.OPS_FIELD
-"""The thread hash's field holding its operation ring (see :mod:`redis_sessions.keys`);
-the scripts spell it 'ops' too."""
-RING_ENTRIES = 16
-"""How many recent writes a thread remembers, so that a re-sent script is recognised.
-
-redis-py re-sends a command whose reply was lost within one call's retries
-(seconds, within the call's budget); a conversation sees far fewer than 16 writes
-in that time. Each entry is 17 bytes, so a ring never holds more than 272: it is
-read and rewritten by every save, and its size shows in the save's cost."""
 INLINE_BYTES = 8192
 """A chain whose records total at most this comes back inside the walk's reply (and a
-chain the store remembers is read by its names: lua/chain_known.lua), in one round trip;
-the memory engine makes the same decisions. Measured (benchmarks/bench_chain_cost.py): the
+chain the store remembers is read by its names: lua/chain_known.lua), in one round trip.
+Measured (benchmarks/bench_chain_cost.py): the
 copy through Lua costs about 1.4 us of server time per KB (Redis's Lua hashes every byte
 of a string it takes in: benchmarks/bench_save_parts.py), while a second request costs
 the caller a network round trip; past a few KB the copy would cost the shard more than
 the round trip saves."""
-RING_TTL_MS = 300_000
-"""How long a thread whose last record was deleted keeps its ring (and so still
-answers a re-sent delete): longer than any call's retries, short enough to cost nothing."""
-TOKEN_HEX = 16
-SAVED, DELETED, NOT_FOUND = "S", "D", "N"
-"""What a ring entry remembers after its token: never a hex digit, so a token
-(16 hex digits) can only ever match where an entry starts."""
-
-
-def new_token() -> str:
-    """A random operation token, one per call. From os.urandom, so forked workers
-    never share a sequence (``random`` would, after a fork)."""
-    return os.urandom(TOKEN_HEX // 2).hex()
-
-
-def ring_find(ring: str, token: str) -> str | None:
-    """What the operation ``token`` did, if the ring remembers it ('' is no token)."""
-    at = ring.find(token) if token else -1
-    return None if at < 0 else ring[at + TOKEN_HEX]
-
-
-def ring_push(ring: str, token: str, outcome: str) -> str:
-    """Remember ``token``, newest first; the oldest entry falls off past RING_ENTRIES."""
-    return token + outcome + ring[: (TOKEN_HEX + 1) * (RING_ENTRIES - 1)]
+from ..tokens import new_token as new_token  # the one token of every store (re-exported)
 
 
 class SaveRequest:
     """The arguments of one atomic save, in the order the Lua script takes them.
 
-    ``token`` is random per call and travels in the script's ARGV, so the copy
-    redis-py re-sends after a lost reply carries the same one."""
+    ``token`` is random per call (:mod:`redis_sessions.tokens`) and travels in the
+    script's ARGV, so the copy redis-py re-sends after a lost reply carries the same one."""
 
     __slots__ = ("response_id", "parent", "expect", "expected", "overwrite", "blob", "ttl_ms", "walk_limit", "token",
                  "books", "names", "above", "renew")
 
     def __init__(self, response_id: str, parent: str, expect: bool, expected: str, overwrite: bool,
-                 blob: bytes, ttl_ms: int, walk_limit: int, token: str, books: bool = True,
+                 blob: bytes, ttl_ms: int, walk_limit: int, token: bytes, books: bool = True,
                  names: bytes = b"", above: bytes = b"") -> None:
         self.response_id = response_id
         self.parent = parent
@@ -173,7 +139,7 @@ class ChainEngine(Protocol):
         there) in one step, when the thread's largest record (its m field) tells that they
         fit the walk's inline budget; else ``(None, largest)``, nothing read (-1: nothing tells)."""
 
-    async def delete(self, thread: str, response_id: str, token: str, ttl_ms: int = 0, keep_books: bool = False) -> bool:
+    async def delete(self, thread: str, response_id: str, token: bytes, ttl_ms: int = 0, keep_books: bool = False) -> bool:
         """Remove one record; a call whose ``token`` already ran answers as it did then.
         ``ttl_ms``: how long a parent left without children stays; ``keep_books``: see :mod:`.books`."""
 

@@ -19,7 +19,7 @@ from ..redis_client import RedisLink, as_text, translate_errors, translated
 from ..replication import ReplicaAcks, write_acked
 from ..scripts import LuaScript, RawLibScript, script
 from . import jumps, names
-from .protocol import DEFAULT_MAX_RECORD_BYTES, INLINE_BYTES, RING_ENTRIES, RING_TTL_MS, SaveRequest
+from .protocol import DEFAULT_MAX_RECORD_BYTES, INLINE_BYTES, SaveRequest
 
 
 @functools.lru_cache(maxsize=256)
@@ -29,7 +29,6 @@ def _number(value: int) -> bytes:
     return b"%d" % value
 
 
-_RING = _number(RING_ENTRIES)
 WALK_STEPS = 256
 """Most reads one walk call makes (a parent pointer, or a jump list of up to 16 ancestors),
 so no call holds the shard long (measured on a loaded machine: 365 pointer reads in 1.9
@@ -59,14 +58,13 @@ LOCATOR_BATCH = 512
 COVER_CALLS = 400
 """Most calls of lua/chain_cover.lua one save makes (256 records each): a chain of 100,000,
 the deepest a store reads, and then some; a loop of parent pointers (a hand edit) ends here."""
-_RING_TTL = _number(RING_TTL_MS)
 
 
 def _save_args(request: SaveRequest) -> list[Any]:
     """ARGV[1..13] of a save, as lua/chain_save.lua (and chain_save_turn.lua) take them."""
     return [request.response_id, request.parent, b"=" if request.expect else b"-", request.expected,
             b"1" if request.overwrite else b"0", request.blob, _number(request.ttl_ms),
-            _number(request.walk_limit), request.token, _RING, b"1" if request.books else b"0",
+            _number(request.walk_limit), request.token, b"", b"1" if request.books else b"0",
             request.names, request.above]
 
 
@@ -404,11 +402,11 @@ class RedisChainEngine:
                     records.extend(reply)
         return records
 
-    async def delete(self, thread: str, response_id: str, token: str, ttl_ms: int = 0, keep_books: bool = False) -> bool:
+    async def delete(self, thread: str, response_id: str, token: bytes, ttl_ms: int = 0, keep_books: bool = False) -> bool:
         key = self.keys.thread(thread)
         self.round_trips += 1
         async with translate_errors(f"thread {key!r}"):
-            result = await self._run(self._delete, [key], [response_id, token, _RING, _RING_TTL, _number(ttl_ms),
+            result = await self._run(self._delete, [key], [response_id, token, b"", b"", _number(ttl_ms),
                                                          b"1" if keep_books else b"0"])
         if isinstance(result, list):
             raise _wrong_type(key, as_text(result[1]))

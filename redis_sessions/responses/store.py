@@ -44,10 +44,11 @@ from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, bounded
 from ..replication import DEFAULT_ACK_TIMEOUT, ReplicaAcks
 from .chain import build_snapshot, check_walk, decode_chain, linked, request_input_items
 from . import names
-from .protocol import DEFAULT_MAX_RECORD_BYTES, UNSET, ChainEngine, SaveRequest, _Unset, new_token
+from ..limits import DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL_SECONDS, UNSET, _Unset
+from ..tokens import new_token
+from .protocol import ChainEngine, SaveRequest
 from .redis_engine import RedisChainEngine
 
-DEFAULT_TTL_SECONDS = 30 * 24 * 3600  # the Responses API keeps stored responses for 30 days
 DEFAULT_MAX_DEPTH = 64
 READ_ATTEMPTS = 3
 """How often resolve_chain reads a chain that changed between its walk and its read."""
@@ -71,15 +72,17 @@ async def _together(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
     return one, two  # type: ignore[return-value]
 
 
-def _check_conversations(conversations: Any, kind: type, keys: KeySpace, server: object) -> None:
-    """The conversation store a response store appends to: of its backend, with its prefix
-    (the save script builds the conversation's key from the response store's own prefix),
-    and for memory mode on the same in-process ``server`` (None: not in process)."""
+def _check_conversations(conversations: Any, keys: KeySpace, server: object) -> None:
+    """The conversation store a response store appends to: a conversation store (it has
+    ``turn_arguments``; not imported here, the two packages are siblings) with this
+    store's prefix (the save script builds the conversation's key from the response
+    store's own prefix), and for memory mode on the same in-process ``server`` (None:
+    not in process)."""
     if conversations is None:
         return
-    if not isinstance(conversations, kind) or getattr(conversations, "server", None) is not server:
+    if not callable(getattr(conversations, "turn_arguments", None)) or getattr(conversations, "server", None) is not server:
         where = "on this store's in-process server" if server is not None else "on Redis"
-        raise SessionError(ErrorCode.INPUT_INVALID, f"conversations must be a {kind.__name__} {where}, "
+        raise SessionError(ErrorCode.INPUT_INVALID, f"conversations must be a RedisConversationStore {where}, "
                            f"not {type(conversations).__name__}")
     theirs = getattr(conversations, "keys").prefix
     if theirs != keys.prefix:
@@ -449,8 +452,6 @@ class ChainStore:
         :func:`request_input_items` shapes it, then its output; ids minted where missing)
         appended to the conversation by the same script. Its locator is set first, so an
         id saved elsewhere is refused before anything is written."""
-        from ..conversations import checks as conversation_checks  # here: conversations imports this package
-
         conversations = self.conversations
         conversation_id = validate_id(session.conversation_id, "conversation_id")
         if session.previous_response_id is not None:
@@ -462,9 +463,7 @@ class ChainStore:
             raise SessionError(ErrorCode.ID_INVALID, f"{response_id!r} was minted for a thread; mint a conversation's "
                                "response ids with new_response_id(conversation_id=...)")
         items = request_input_items(session.request.input) + list(session.response.output)
-        _, ids, entries = conversation_checks.items(items, conversations.max_item_bytes, conversations.max_batch_bytes,
-                                                    allow_empty=True, max_items=len(items))
-        pairs = [part for pair in zip((i.encode() for i in ids), entries) for part in pair]
+        pairs = conversations.turn_arguments(items)
         thread = "c:" + conversation_id
         claimed = await self._claim(response_id, thread)
         if claimed is False:
@@ -689,10 +688,8 @@ class RedisResponseSessionStore(ChainStore):
         same connection), else ``session.backend.not_replicated`` after ``replica_ack_timeout``.
         ``conversations``: a :class:`RedisConversationStore` on the same Redis and prefix;
         a response saved with ``conversation_id`` then appends its turn to it atomically."""
-        from ..conversations import RedisConversationStore  # here: conversations imports this package
-
         keys = KeySpace(key_prefix)
-        _check_conversations(conversations, RedisConversationStore, keys, getattr(self, "server", None))
+        _check_conversations(conversations, keys, getattr(self, "server", None))
         acks = ReplicaAcks.of(replica_acks, replica_ack_timeout)
         self.link = link if link is not None else RedisLink(client, timeout=timeout)
         engine = RedisChainEngine(self.link, keys, acks)
