@@ -3,6 +3,7 @@ IMPORTING/MIGRATING pair): the key either still on its source or already moved."
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -58,24 +59,34 @@ async def test_a_conversation_is_deleted_mid_migration_and_a_resent_delete_answe
         await store.close()
 
 
-@pytest.mark.xfail(strict=True, raises=SessionError,
-                   reason="lua/chain_save_turn.lua takes two keys: TRYAGAIN while the slot is open and the "
-                          "conversation's chain key does not exist yet (not this module's script)")
-async def test_a_first_turn_is_saved_mid_migration(redis_cluster: Any) -> None:
+async def test_a_first_turn_is_saved_once_its_slot_has_migrated(redis_cluster: Any) -> None:
+    """Defect 6: a turn saved into a conversation got TRYAGAIN (a two-key script whose
+    thread key does not exist yet) for as long as the slot migrated, and failed. It is
+    sent again until the migration lets it through, within the call's budget: saved
+    once, whole, after the migration ends."""
     prefix = "m" + uuid.uuid4().hex[:8]
     conversations = RedisConversationStore.from_url(redis_cluster.url, key_prefix=prefix, ttl_seconds=600)
-    responses = RedisResponseSessionStore.from_url(redis_cluster.url, key_prefix=prefix,
+    responses = RedisResponseSessionStore.from_url(redis_cluster.url, key_prefix=prefix, timeout=10.0,
                                                    conversations=conversations)
     try:
         conv = await conversations.create(items=[msg("a")])
         key = conversations.keys.conversation(conv.id)
-        with start_slot_migration(redis_cluster, key_slot(key)):
-            rid = await responses.new_response_id(conversation_id=conv.id)
-            await responses.save(StoredResponseSession(
+        rid = await responses.new_response_id(conversation_id=conv.id)
+        migration = start_slot_migration(redis_cluster, key_slot(key))
+        try:
+            save = asyncio.ensure_future(responses.save(StoredResponseSession(
                 id=rid, conversation_id=conv.id, created_at=1_700_000_000,
                 request=StoredResponseRequestSnapshot(input="b"),
-                response=StoredResponseSnapshot(id=rid, output=[msg("re")])))
-        assert len(await conversations.history(conv.id)) == 3
+                response=StoredResponseSnapshot(id=rid, output=[msg("re")]))))
+            await asyncio.sleep(1.0)
+            assert not save.done()  # held back while the slot migrates, not failed
+            await asyncio.to_thread(migration.finish)
+            await save
+        finally:
+            migration.move_back()  # the slot goes home for the tests after this one
+        history = await conversations.history(conv.id)
+        assert len(history) == 3 and history[0]["content"] == "a" and history[2]["content"] == "re"  # once, whole
+        assert (await responses.get(rid)) is not None
     finally:
         await responses.close()
         await conversations.close()

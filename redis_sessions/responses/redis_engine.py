@@ -7,11 +7,12 @@ commands that redis-py routes by key.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from typing import Any, Awaitable, Callable, Sequence
 
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import ResponseError
+from redis.exceptions import ClusterError, ResponseError, TryAgainError
 
 from ..errors import ErrorCode, SessionError
 from ..keys import KeySpace
@@ -58,6 +59,11 @@ LOCATOR_BATCH = 512
 COVER_CALLS = 400
 """Most calls of lua/chain_cover.lua one save makes (256 records each): a chain of 100,000,
 the deepest a store reads, and then some; a loop of parent pointers (a hand edit) ends here."""
+
+
+TRYAGAIN_ROUNDS = 40
+"""Times a conversation's turn is sent while its slot migrates (TRYAGAIN), pauses
+growing from 10 ms to 0.5 s: about 15 s in all, unless the call's budget ends first."""
 
 
 def _save_args(request: SaveRequest) -> list[Any]:
@@ -244,12 +250,26 @@ class RedisChainEngine:
     async def save_turn(self, thread: str, request: SaveRequest, conversations: Any, conversation_id: str,
                         pairs: Sequence[bytes]) -> tuple[str, str]:
         """The save and the append of its turn's items to the conversation, one script
-        on two keys of one slot (lua/chain_save_turn.lua)."""
+        on two keys of one slot (lua/chain_save_turn.lua).
+
+        While that slot migrates, Redis answers a two-key script TRYAGAIN as long as the
+        keys are not together on one node (a first turn's thread key does not exist
+        yet): the script has not run, so it is sent again, with a growing pause, until
+        the migration lets it through or the call's budget ends (``bounded``:
+        ``session.backend.timeout``, and a retry is safe); at most TRYAGAIN_ROUNDS times."""
         key = self.keys.thread(thread)
+        keys = [key, self.keys.conversation(conversation_id)]
         args = [*_save_args(request), _number(conversations.ttl_ms), *pairs]
-        self.round_trips += 1
         async with translate_errors(f"thread {key!r}"):
-            result = await self._run(self._save_turn, [key, self.keys.conversation(conversation_id)], args)
+            for attempt in range(TRYAGAIN_ROUNDS):
+                self.round_trips += 1
+                try:
+                    result = await self._run(self._save_turn, keys, args)
+                    break
+                except (TryAgainError, ClusterError) as exc:
+                    if attempt == TRYAGAIN_ROUNDS - 1 or (isinstance(exc, ClusterError) and "TTL" not in str(exc)):
+                        raise
+                    await asyncio.sleep(min(0.01 * 2 ** attempt, 0.5))
         return _saved(result, request)
 
     def fetch(self, thread: str, response_id: str, slide_ms: int) -> Awaitable[object | None]:
