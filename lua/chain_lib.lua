@@ -296,12 +296,14 @@ local function save_check(key, A)
     if not parent_link then return {'parent_missing', parent} end
     if exists then
       -- Re-parenting an existing record must not make it its own ancestor.
+      -- At most A[8] reads (bounded work): a new parent deeper than that is refused.
       local cur, steps, limit = parent, 0, tonumber(A[8])
       while cur ~= '' and steps < limit do
         if cur == id then return {'cycle', id} end
         cur = redis.call('HGET', key, 'p:' .. cur) or ''
         steps = steps + 1
       end
+      if cur ~= '' then return {'too_deep', parent} end
     end
   end
   -- ``fresh``: no p: field yet (nor d:, written and deleted with it). ``parent_leaf``

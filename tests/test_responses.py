@@ -111,6 +111,27 @@ async def test_an_overwrite_that_would_make_a_cycle_is_refused(backend):
     assert (await store.get(a)).previous_response_id is None
 
 
+async def test_an_overwrite_checks_a_bounded_number_of_parents(backend, monkeypatch):
+    """The cycle check of an overwrite read up to 100,000 parent pointers in one script.
+    It reads OVERWRITE_CYCLE_WALK_LIMIT at most now, and refuses a new parent deeper than
+    that (it let such a move through unchecked), writing nothing."""
+    from redis_sessions.responses import store as store_module
+
+    monkeypatch.setattr(store_module, "OVERWRITE_CYCLE_WALK_LIMIT", 5)
+    store = make_store(backend)
+    ids = await build_chain(store, 8)
+    loose = new_response_id(ids[0])
+    await store.save(record(loose, ids[0]))
+    before = await all_keys(backend, store)
+    with pytest.raises(SessionError) as err:
+        await store.save(record(loose, ids[-1]), overwrite=True)  # 8 deep: past the 5 reads
+    assert err.value.code is ErrorCode.CHAIN_DEPTH_EXCEEDED and err.value.http_status == 422
+    assert await all_keys(backend, store) == before
+    with pytest.raises(SessionError) as err:
+        await store.save(record(ids[0], ids[-1]), overwrite=True)
+    assert err.value.code is ErrorCode.CHAIN_DEPTH_EXCEEDED
+
+
 async def test_resolve_chain_rebuilds_the_input_items_oldest_first(backend):
     store = make_store(backend)
     a = new_response_id()

@@ -52,7 +52,10 @@ from .redis_engine import RedisChainEngine
 DEFAULT_MAX_DEPTH = 64
 READ_ATTEMPTS = 3
 """How often resolve_chain reads a chain that changed between its walk and its read."""
-OVERWRITE_CYCLE_WALK_LIMIT = 100_000
+OVERWRITE_CYCLE_WALK_LIMIT = 2_048
+"""Most parent pointers an overwrite that moves a record under a new parent reads, to
+check the record would not become its own ancestor (one HGET each: about 2 ms at the
+most); a new parent deeper than that is refused (``session.chain.depth_exceeded``)."""
 MAX_DEPTH_LIMIT = 100_000
 MAX_RECORD_BYTES_LIMIT = 64 * 1024 * 1024
 CLAIM_ATTEMPTS = 3
@@ -597,6 +600,9 @@ class ChainStore:
             raise SessionError(ErrorCode.CHAIN_NOT_FOUND, f"previous_response_id {detail!r} was not found")
         if status == "cycle":
             raise SessionError(ErrorCode.CHAIN_CYCLE_DETECTED, f"saving {response_id!r} under {parent!r} would make a cycle")
+        if status == "too_deep":
+            raise SessionError(ErrorCode.CHAIN_DEPTH_EXCEEDED, f"moving {response_id!r} under {parent!r}: the new parent "
+                               f"is more than {OVERWRITE_CYCLE_WALK_LIMIT} deep, past what one check reads")
         check_walk(status, detail, response_id, self.max_depth)
 
     @bounded
