@@ -14,13 +14,12 @@ With the default prefix ``rs``::
                                               or of records past the inline budget: its
                                               ancestors' ids, 16 bytes each, a hint the
                                               reader checks (responses/names.py)
-                                       ops -> the ring of the thread's last 16 writes: per write,
-                                              its operation token (16 hex) and what it did (S
-                                              saved, D deleted, N found nothing), newest first,
-                                              at most 272 bytes; a re-sent script finds its token
-                                              there (redis_sessions/responses/protocol.py). Once
-                                              the last record is deleted, the hash keeps only
-                                              this field, for 5 minutes at most
+                                       ops -> the tokens of the thread's recent writes, each with
+                                              what it did (S saved, D deleted, N found nothing):
+                                              30 s of them within 1 KiB (lua/tokens.lua, shared by
+                                              every store); a re-sent script finds its token there.
+                                              Once the last record is deleted, the hash keeps only
+                                              this field, for 30 s
                                        w -> when the thread was last written, server time in ms,
                                             where it is recorded: purge --idle-older-than deletes
                                             a thread only if its w is older than the window
@@ -44,12 +43,14 @@ With the default prefix ``rs``::
     rs:{s:<session id>}:items   list   an item session, whole: index 0 is its header, then its
                                        items, msgpack, oldest first. The header
                                        (redis_sessions/items/header.py): v version, e epoch,
-                                       g rewrites, forked_from, forked_at; the ring of the last 16
-                                       writes' operation tokens (16 hex, or k:<idempotency key>)
-                                       with what each replied; the entries the last 2 pops removed
-                                       (64 KiB together, the newest always). A session emptied by
-                                       pops or a compaction keeps only its header, for its TTL
-                                       (10 minutes without one); a cleared one, 10 minutes at most
+                                       g rewrites, forked_from, forked_at; the tokens of its recent
+                                       writes with what each replied (lua/tokens.lua: 30 s within
+                                       1 KiB; a random token, or an idempotency key hashed with its
+                                       body's fingerprint). After a pop, index 1 holds the stash of
+                                       the entries the last 2 pops removed (64 KiB together, the
+                                       newest always). A session emptied by pops or a compaction
+                                       keeps only its header, for its TTL (30 s without one); a
+                                       cleared one, 30 s at most
     rs:{c:<conversation id>}:conv  hash  a Conversations API conversation, whole (redis_sessions/conversations)
     rs:{s:<session id>}:meta    hash   the old layout's separate metadata: no longer written or
                                        read (a list without a header at index 0 is read as items
