@@ -4,6 +4,8 @@ fakeredis) and with real TTLs of a few seconds (redis-server, the cluster)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import asyncio
 from typing import Any
 
@@ -233,3 +235,13 @@ async def test_a_new_leaf_counts_the_fields_its_save_really_added(redis_backend:
     fields = await fields_of(redis_backend, store, rid)
     assert books.number(fields["r"]) == len(fields) - 1
     assert books.number(fields["c"]) == 2
+
+
+def test_the_books_bounds_python_states_are_the_scripts() -> None:
+    lib = (Path(__file__).resolve().parent.parent / "lua" / "chain_lib.lua").read_text()
+    line = "local PRUNE, PRUNE_VISITS, LEAVES_MAX, LEAVES_BYTES = "
+    assert f"{line}{books.PRUNE}, {books.PRUNE_VISITS}, {books.LEAVES_MAX}, {books.LEAVES_BYTES}\n" in lib
+    jumps_lua = (Path(__file__).resolve().parent.parent / "lua" / "chain_jumps.lua").read_text()
+    from redis_sessions.responses import jumps
+
+    assert f"local JUMP_MIN_BYTES, JUMP_BYTES, JUMPS = {jumps.JUMP_MIN_BYTES}, {jumps.JUMP_BYTES}, {jumps.JUMPS}\n" in jumps_lua

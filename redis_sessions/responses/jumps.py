@@ -1,5 +1,5 @@
-"""Jump lists, as lua/chain_lib.lua keeps them in a thread hash, mirrored for the memory
-engine (``tests/test_chains_differential.py`` compares every field after every step).
+"""Jump lists, as lua/chain_jumps.lua keeps them in a thread hash: their bounds, and how
+the store reads one the walk returns.
 
 A record of at least JUMP_MIN_BYTES keeps, in ``j:<id>``, its nearest ancestors, one
 per JUMP_BYTES of its own size and JUMPS at most: ``<how many> <where the walk goes on,
@@ -13,8 +13,6 @@ chain that does not link up is walked again by the pointers.
 
 from __future__ import annotations
 
-from typing import Mapping
-
 JUMP_MIN_BYTES = 4096
 """Records this big or bigger keep a jump list (measured: lists from 1 KB made a mix of
 0.3 to 3 KB responses take 1.06x the peers' memory, against 0.95x without)."""
@@ -25,10 +23,6 @@ JUMPS = 16
 """Ancestors one list names at most."""
 
 
-def _text(value: "bytes | str | None") -> str | None:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 def parts(text: str) -> tuple[int, str, list[str]] | None:
     """A jump list's parts: how many ids it names, where the walk goes on ('' at a root),
     and the ids, parent first (None when ``text`` is not one)."""
@@ -36,31 +30,3 @@ def parts(text: str) -> tuple[int, str, list[str]] | None:
     if len(fields) != 3 or not fields[0].isdigit():
         return None
     return int(fields[0]), fields[1], fields[2].split()
-
-
-def jump_list(fields: Mapping[str, "bytes | str"], parent: str, size: int) -> str | None:
-    """The jump list of a record of ``size`` bytes saved under ``parent`` (None: none):
-    the parent, then the first names of its own list, or its pointers followed that far."""
-    if size < JUMP_MIN_BYTES or not parent:
-        return None
-    want = min(JUMPS, size // JUMP_BYTES)
-    names, ends = [parent], False
-    above = _text(fields.get(f"j:{parent}"))
-    listed = parts(above) if above is not None else None
-    if listed is not None:
-        count, goes_on, ids = listed
-        names.extend(ids[:want - 1])
-        # its list ends at a root, and all of it fits in this one
-        ends = goes_on == "" and len(names) - 1 == count
-    else:
-        cur: str = parent
-        while len(names) < want:
-            up = _text(fields.get(f"p:{cur}"))
-            if not up:
-                ends = True
-                break
-            cur = up
-            names.append(cur)
-        if len(names) == want and not ends:
-            ends = not _text(fields.get(f"p:{names[-1]}"))
-    return f"{len(names)} {'' if ends else names[-1]} {' '.join(names)}"
