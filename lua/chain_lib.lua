@@ -359,12 +359,13 @@ end
 -- file: the parent's packed name (A[12], '' when an id is foreign to the thread), then its
 -- ancestors' as the worker's last resolve of the parent read them (A[13]), or else as the
 -- parent's own list holds them.
+local NAMES_MAX = 4096  -- names one list holds at most (16 bytes each): deeper records keep none
 local function names_of(A, st)
   local own, memo = A[12] or '', A[13] or ''
   if own == '' or A[2] == '' then return nil end
-  if memo ~= '' then return own .. memo end
-  if st.names_above then return own .. st.names_above end
-  return nil
+  local above = memo ~= '' and memo or st.names_above
+  if not above or #own + #above > NAMES_MAX * 16 then return nil end
+  return own .. above
 end
 
 local COVER_STEPS = 256

@@ -245,3 +245,6 @@ def test_the_books_bounds_python_states_are_the_scripts() -> None:
     from redis_sessions.responses import jumps
 
     assert f"local JUMP_MIN_BYTES, JUMP_BYTES, JUMPS = {jumps.JUMP_MIN_BYTES}, {jumps.JUMP_BYTES}, {jumps.JUMPS}\n" in jumps_lua
+    from redis_sessions.responses import names
+
+    assert f"local NAMES_MAX = {names.NAMES_MAX} " in (Path(__file__).resolve().parent.parent / "lua" / "chain_lib.lua").read_text()

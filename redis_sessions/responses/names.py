@@ -42,6 +42,10 @@ MEMO_BYTES = 4 << 20
 """And at most this many bytes of names (a chain of 1,000 is 16 KB)."""
 NAME_BYTES = 16
 """One name packed: the 16 bytes of an id's random part."""
+NAMES_MAX = 4096
+"""Names one list holds at most (64 KiB; lua/chain_lib.lua's NAMES_MAX): a record deeper
+than that keeps none, and its chain is read by the walk, 256 reads a call. Every save
+under a tip copies its list, so the bound is what one save copies."""
 _PREFIX_LEN = len("resp_") + 16 + 1
 _ID_LEN = _PREFIX_LEN + 32
 

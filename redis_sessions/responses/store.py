@@ -394,7 +394,10 @@ class ChainStore:
         if parent is None:
             return b"", b""
         own = names.pack([parent], thread)
-        return (own, self._memo.above(parent)) if own is not None else (b"", b"")
+        if own is None:
+            return b"", b""
+        above = self._memo.above(parent)
+        return own, (above if len(above) < names.NAMES_MAX * names.NAME_BYTES else b"")
 
     # -- writes -------------------------------------------------------------
     @bounded
