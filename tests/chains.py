@@ -99,18 +99,6 @@ async def all_keys(backend: Any, store: ChainStore, *, deadlines: bool = False) 
     """Every key of this test's prefix with its value, to prove a refusal wrote nothing;
     with ``deadlines``, each value comes with the key's expiry as an absolute ms time
     (None: no expiry), so a refreshed TTL counts as a write too."""
-    if backend.client is None:
-        engine: Any = store.engine
-        for thread in list(engine.threads):
-            engine._live_thread(thread)  # drop what has expired, as Redis would
-        for response_id in list(engine.locators):
-            engine._live_locator(response_id)
-        state: dict[Any, Any] = {
-            ("thread", t): (dict(e.fields), e.expires_at) if deadlines else dict(e.fields)
-            for t, e in engine.threads.items()
-        }
-        state.update({("loc", k): v if deadlines else v[0] for k, v in engine.locators.items()})
-        return state
     client = backend.client
     out: dict[bytes, Any] = {}
     kwargs: dict[str, Any] = {"match": f"{backend.prefix}:*"}

@@ -72,10 +72,6 @@ class Backend:
     url: str | None = None
     server: Any = None
 
-    @property
-    def is_redis(self) -> bool:
-        return self.client is not None
-
 
 async def make_backend(name: str, request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
     prefix = f"t{uuid.uuid4().hex[:10]}"

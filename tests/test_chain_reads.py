@@ -40,9 +40,6 @@ def test_the_read_plan_covers_every_record_once_in_bounded_slices(count, record_
 async def thread_fields(backend, store, rid) -> dict[str, bytes]:
     """The fields of ``rid``'s thread as stored ({} once the thread is gone)."""
     thread = thread_tag(rid)
-    if backend.client is None:
-        entry = store.engine.threads.get(thread)
-        return {k: v.encode() if isinstance(v, str) else v for k, v in (entry.fields if entry else {}).items()}
     return {k.decode(): v for k, v in (await backend.client.hgetall(store.keys.thread(thread))).items()}
 
 

@@ -164,15 +164,14 @@ async def test_jump_lists_name_the_nearest_ancestors_and_a_stale_one_never_gives
     ids = await linear(store, n, payload, prefix="jump")
     last = n - 1
     await store.save(record("side", ids[0], "side", payload=HUGE))
-    if backend.client is not None:
-        thread = await store.engine.locate(ids[0], 0)
-        lists = await backend.client.hget(store.keys.thread(thread), f"j:{ids[last]}")
-        size = len(encode_record(record(ids[last], ids[last - 1], f"turn {last}", payload=payload)))
-        want = min(JUMPS, size // JUMP_BYTES)  # one ancestor per KB of the record
-        assert want == (JUMPS if payload == HUGE else 4)
-        listed = list(reversed(ids[max(0, last - want):last]))
-        goes_on = "" if listed[-1] == ids[0] else listed[-1]
-        assert lists.decode() == f"{len(listed)} {goes_on} {' '.join(listed)}"
+    thread = await store.engine.locate(ids[0], 0)
+    lists = await backend.client.hget(store.keys.thread(thread), f"j:{ids[last]}")
+    size = len(encode_record(record(ids[last], ids[last - 1], f"turn {last}", payload=payload)))
+    want = min(JUMPS, size // JUMP_BYTES)  # one ancestor per KB of the record
+    assert want == (JUMPS if payload == HUGE else 4)
+    listed = list(reversed(ids[max(0, last - want):last]))
+    goes_on = "" if listed[-1] == ids[0] else listed[-1]
+    assert lists.decode() == f"{len(listed)} {goes_on} {' '.join(listed)}"
     for end in sorted({n, n - 1, min(n, 17), min(n, 16), min(n, 15), 2}):
         assert [s.id for s in (await store.resolve_chain(ids[end - 1])).sessions] == ids[:end]
     for depth in sorted({n - 1, min(n - 1, 16), 1}):

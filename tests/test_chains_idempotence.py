@@ -46,11 +46,7 @@ def thread_for(store: Any, rid: str, parent_thread: str | None = None) -> str:
 async def set_deadline(backend: Any, store: Any, thread: str, ms: int) -> None:
     """Give a thread ``ms`` to live, behind the store's back (a re-sent save must not
     extend it: that would be a second write)."""
-    if backend.client is None:
-        entry = store.engine.inner.threads[thread] if hasattr(store.engine, "inner") else store.engine.threads[thread]
-        entry.expires_at = round(backend.clock() * 1000) + ms
-    else:
-        await backend.client.pexpire(store.keys.thread(thread), ms)
+    await backend.client.pexpire(store.keys.thread(thread), ms)
 
 
 # -- save -------------------------------------------------------------------------------
@@ -356,8 +352,7 @@ async def test_a_refused_save_under_a_foreign_parent_leaves_its_locator_alone(ba
     await store.save(record("ext-p"))
     await store.save(record("ext-c", "ext-p"))
     backend.clock.advance(10)
-    if backend.is_redis:
-        await backend.client.pexpire(store.keys.locator("ext-p"), 50_000)
+    await backend.client.pexpire(store.keys.locator("ext-p"), 50_000)
     before = await all_keys(backend, store, deadlines=True)
     for bad in (record("ext-c", "ext-p", text="other"), record("ext-d", "ext-p", status=None)):  # type: ignore[arg-type]
         with pytest.raises(SessionError):

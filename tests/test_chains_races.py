@@ -101,10 +101,6 @@ def orders(saver_steps: int, deleter_steps: int) -> list[str]:
 
 
 async def thread_has(backend: Any, store: ChainStore, thread: str, rid: str) -> bool:
-    if backend.client is None:
-        engine: Any = store.engine
-        entry = engine.threads.get(thread)
-        return entry is not None and f"d:{rid}" in entry.fields
     return bool(await backend.client.hexists(store.keys.thread(thread), f"d:{rid}"))
 
 

@@ -31,8 +31,7 @@ async def write_old_layout(b: Backend, sid: str, entries: list[bytes]) -> None:
     """A session as the two-key layout stored it: a list of items, and a meta hash."""
     for entry in entries:
         await push_raw(b, sid, entry)
-    if b.client is not None:
-        await b.client.hset(KeySpace(b.prefix).session_meta(sid), mapping={"v": 7, "e": "0ld", "g": 2})
+    await b.client.hset(KeySpace(b.prefix).session_meta(sid), mapping={"v": 7, "e": "0ld", "g": 2})
 
 
 def old_items(n: int, start: int = 0) -> list[bytes]:
@@ -71,8 +70,7 @@ async def test_a_write_gives_an_old_list_its_header(backend: Backend) -> None:
     assert texts(await s.get_items()) == ["m0", "m1", "m2", "m3"]
     assert await CompactionSession(s, _summarize).compact(force=True) == "compacted"
     assert await s.get_items() == [{"type": "compaction", "summary": "4 items"}]
-    if backend.client is not None:  # ignored, left for purge
-        assert await backend.client.hget(KeySpace(backend.prefix).session_meta("s1"), "v") == b"7"
+    assert await backend.client.hget(KeySpace(backend.prefix).session_meta("s1"), "v") == b"7"
 
 
 async def test_pop_and_clear_on_an_old_list(backend: Backend) -> None:

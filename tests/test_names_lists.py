@@ -23,9 +23,6 @@ async def turns(store, n: int, parent: str | None = None, payload: str = PAYLOAD
 
 async def fields_of(backend, store, rid: str) -> dict[str, bytes]:
     thread = thread_tag(rid)
-    if backend.client is None:
-        entry = store.engine.threads.get(thread)
-        return {k: v.encode() if isinstance(v, str) else v for k, v in (entry.fields if entry else {}).items()}
     return {k.decode(): v for k, v in (await backend.client.hgetall(store.keys.thread(thread))).items()}
 
 
@@ -164,7 +161,7 @@ async def test_a_chain_of_big_records_keeps_a_list_from_its_third_record(backend
     assert [marks_names(rid, thread_tag(rid)) for rid in ids] == [False, False, True, True, True]
     assert lists(await fields_of(backend, store, ids[0])) == {ids[-1]: packed(ids[-2::-1])}
     assert [s.id for s in (await store.resolve_chain(ids[-1])).sessions] == ids
-    if backend.client is not None and backend.name != "fakeredis":
+    if backend.name != "fakeredis":
         got, trips, reads = await reads_of(backend, store, ids[-1])
         assert got == ids and trips == 2 and reads == {"hstrlen": 0, "hget": 0, "hmget": 2, "evalsha": 0}
 

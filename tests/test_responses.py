@@ -474,12 +474,7 @@ async def test_unknown_fields_in_stored_data_are_ignored(backend):
     newer["a_field_from_the_future"] = {"x": 1}
     newer["request"]["another_new_one"] = [1, 2]
     blob = msgspec.msgpack.encode(newer)
-    if backend.client is None:
-        await store.save(record(rid))
-        thread = store.engine.threads[thread_of(rid)]
-        thread.fields[f"d:{rid}"] = blob
-    else:
-        await backend.client.hset(store.keys.thread(thread_of(rid)), mapping={f"d:{rid}": blob, f"p:{rid}": ""})
+    await backend.client.hset(store.keys.thread(thread_of(rid)), mapping={f"d:{rid}": blob, f"p:{rid}": ""})
     got = await store.get(rid)
     assert got == record(rid)
     assert StoredResponseRequestSnapshot.__struct_config__.forbid_unknown_fields is False
@@ -491,10 +486,7 @@ async def test_ttl_default_and_none(backend):
     forever = make_store(backend, ttl_seconds=None)
     rid = new_response_id()
     await forever.save(record(rid))
-    if backend.client is not None:
-        assert await backend.client.pttl(forever.keys.thread(thread_of(rid))) == -1
-    else:
-        assert forever.engine.threads[thread_of(rid)].expires_at is None
+    assert await backend.client.pttl(forever.keys.thread(thread_of(rid))) == -1
     with pytest.raises(SessionError):
         make_store(backend, ttl_seconds=0)
 
