@@ -207,14 +207,7 @@ class RedisChainEngine:
         await self._each_locator(response_id, lambda pipe, key: pipe.execute_command("DEL", key))
 
     async def touch_many(self, response_ids: Sequence[str], ttl_ms: int) -> None:
-        keys = [k for rid in response_ids for k in (self.keys.locator(rid), self.keys.legacy_locator(rid)) if k]
-        for at in range(0, len(keys), LOCATOR_BATCH):
-            self.round_trips += 1
-            async with translate_errors(f"locator {keys[at]!r}"):
-                pipe = self.link.client.pipeline(transaction=False)
-                for key in keys[at:at + LOCATOR_BATCH]:
-                    pipe.pexpire(key, ttl_ms)
-                await pipe.execute()
+        await self._on_locators(response_ids, lambda pipe, key: pipe.pexpire(key, ttl_ms))
 
     async def _each_locator(self, response_id: str, queue: Callable[[Any, str], object]) -> None:
         """One command on the locator and on the old layout's one (if this prefix can have
@@ -464,13 +457,18 @@ class RedisChainEngine:
             await self.link.client.execute_command("UNLINK", key)
 
     async def unpoint_many(self, response_ids: Sequence[str]) -> None:
+        await self._on_locators(response_ids, lambda pipe, key: pipe.execute_command("DEL", key))
+
+    async def _on_locators(self, response_ids: Sequence[str], queue: Callable[[Any, str], object]) -> None:
+        """``queue(pipe, key)`` for the locators of ``response_ids`` (and their old layout's,
+        where this prefix can have written them), LOCATOR_BATCH a round trip."""
         keys = [k for rid in response_ids for k in (self.keys.locator(rid), self.keys.legacy_locator(rid)) if k]
         for at in range(0, len(keys), LOCATOR_BATCH):
             self.round_trips += 1
             async with translate_errors(f"locator {keys[at]!r}"):
                 pipe = self.link.client.pipeline(transaction=False)
                 for key in keys[at:at + LOCATOR_BATCH]:
-                    pipe.execute_command("DEL", key)
+                    queue(pipe, key)
                 await pipe.execute()
 
     async def _run(self, lua: LuaScript, keys: list[str], args: list[Any]) -> Any:
