@@ -19,7 +19,11 @@ elseif why == 'old' then
 end
 local n = #ARGV
 if len + n - 3 > MAX_ITEMS then return full(len + n - 3) end
-if not h then h = fresh(ARGV[2]) end
+if not h then
+  h = fresh(ARGV[2])
+  if why == 'old' then h.b = nil end  -- a list from before headers: its largest is not known
+end
+if h.b then h.b = math.max(h.b, longest(ARGV, 4)) end
 h.v = h.v + 1
 remember(h, tok, 'a' .. h.v)
 -- writes

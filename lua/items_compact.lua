@@ -24,6 +24,7 @@ if len - 1 < n then return 0 end
 local items = len - 1 - n + #ARGV - 5
 if items > MAX_ITEMS then return full(items) end
 h.v, h.g = h.v + 1, h.g + 1
+if h.b then h.b = math.max(h.b, longest(ARGV, 6)) end
 remember(h, tok, 'c', false)
 -- writes. The key never stops existing in between: on a slot being migrated,
 -- a key that vanished and came back within one script is refused halfway,

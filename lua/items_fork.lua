@@ -19,7 +19,7 @@ if h then
 end
 if #ARGV < 6 then return 1 end
 local f = fresh(ARGV[2])
-f.v, f.from, f.at = 1, ARGV[3], ARGV[4]
+f.v, f.from, f.at, f.b = 1, ARGV[3], ARGV[4], longest(ARGV, 6)
 if h then
   inherit(f, h, true)
   f.new = false

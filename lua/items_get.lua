@@ -8,18 +8,24 @@
 -- garbage never counts toward the limit; never the header. The caller
 -- decodes fully and falls back to a full read if an entry that looked like
 -- an item still fails to decode.
--- The usual call is one LRANGE of the newest entries: the header is read
--- (and checked) only when the scan reaches index 0 or must say where to go on.
+-- The usual call is the header (LINDEX 0: the largest entry it knows bounds the read's
+-- bytes) and one LRANGE of the newest entries.
 -- Replies ONE frame (see frame()): e, g, the index to continue from (-1:
 -- done), then the items. The caller continues while it has too few; e and g
 -- tell it whether the list was rewritten between its calls (appends only add
 -- at the tail, so they never move an older entry).
 local key, want, stop = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2])
 local budget, slide = clamp(ARGV[3]), tonumber(ARGV[4])
-local found, h, lo, window = {}, nil, nil, want
+local h, lo = zero(redis.call('LINDEX', key, 0) or '')
+if h == false then return corrupt('header') end
+-- Bytes: one LRANGE takes at most read_cap entries (READ_BYTES at the largest entry the
+-- header knows; from 1, doubling, where it does not), and none starts past READ_BYTES.
+local cap, known, bytes = read_cap(h), h and h.b, 0
+local found, window = {}, math.min(want, cap)
 local function take(part)
   for i = #part, 1, -1 do
     local e = part[i]
+    bytes = bytes + #e
     if plausible(e) then
       found[#found + 1] = e
       if #found == want then return end
@@ -27,37 +33,25 @@ local function take(part)
   end
 end
 if stop < 0 then
-  local w = math.min(want, budget)
+  local w = math.min(window, budget)
   local part = redis.call('LRANGE', key, -w, -1)
-  budget, window = budget - #part, want * 2
+  budget, window = budget - #part, known and math.min(want, cap) or w * 2
   take(part)
-  if #found < want and #part > 0 then
-    local n = #part
-    if n == w then n = redis.call('LLEN', key) end
-    stop = n - #part - 1
-    if stop < 0 then  -- part[1] was index 0
-      h, lo = zero(part[1])
-      if h == false then return corrupt('header') end
-    end
-  end
+  local n = #part
+  if n == w then n = redis.call('LLEN', key) end
+  stop = n - #part - 1
 end
-if #found < want and stop >= 0 then
-  if lo == nil then
-    h, lo = zero(redis.call('LINDEX', key, 0) or '')
-    if h == false then return corrupt('header') end
-  end
-  while #found < want and stop >= lo and budget > 0 do
-    local start = math.max(lo, stop - math.min(window, budget) + 1)
-    local part = redis.call('LRANGE', key, start, stop)
-    take(part)
-    budget = budget - #part
-    stop = start - 1
-    window = window * 2
-  end
+while #found < want and stop >= lo and budget > 0 and bytes < READ_BYTES do
+  local start = math.max(lo, stop - math.min(window, budget) + 1)
+  local part = redis.call('LRANGE', key, start, stop)
+  take(part)
+  budget = budget - #part
+  stop = start - 1
+  if not known then window = window * 2 end
 end
 if slide > 0 then redis.call('PEXPIRE', key, slide) end
 local out = {h and h.e or '', h and h.g or 0, -1}
-if #found < want and lo ~= nil and stop >= lo then out[3] = stop end
+if #found < want and stop >= lo then out[3] = stop end
 for i = 1, 3 do out[i] = tostring(out[i]) end
 for i = #found, 1, -1 do out[#out + 1] = found[i] end
 return frame(out)

@@ -8,6 +8,10 @@
 -- first write: Lua does not roll back.
 local MAGIC, STASH, HINT = string.char(0) .. 'rs1', string.char(0) .. 'rsp', '0:'
 local POPS, POP_BYTES, SCAN_LIMIT, MAX_ITEMS = 2, 65536, 1000, 10000
+-- What one read returns at most, counted at the largest entry the session has held (the
+-- header's later field " b<bytes>", kept by every write; a header without it is read in
+-- doubling windows, counted as it goes): past READ_BYTES the reader calls again.
+local READ_BYTES = 524288
 local LINE = '^ (%d+) ([^ \n]+) (%d+) ([^ \n]*) (%d*) (%d+) (%d+) (%d+) (%d+)([^\n]*)\n()'
 
 local function plausible(e)
@@ -35,13 +39,31 @@ local function parse(s)
   if not p or #v > 13 or #g > 13 or #n > 13 or #tl > 13 or #rl > 13 or #pl > 13 then return nil end
   tl, rl, pl = tonumber(tl), tonumber(rl), tonumber(pl)
   if p + tl + rl + pl - 1 > #s then return nil end
-  return {v = tonumber(v), e = e, g = tonumber(g), from = from, at = at, n = tonumber(n), rest = rest,
-          raw = s, p = p, tl = tl, rl = rl, pl = pl}
+  local b = tonumber(string.match(rest, ' b(%d+)'))
+  return {v = tonumber(v), e = e, g = tonumber(g), from = from, at = at, n = tonumber(n),
+          rest = (string.gsub(rest, ' b%d+', '')), b = b, raw = s, p = p, tl = tl, rl = rl, pl = pl}
 end
 
 local function fresh(epoch)
   return {v = 0, e = epoch, g = 0, from = '', at = '', n = 0, rest = '', raw = '', p = 1, tl = 0, rl = 0, pl = 0,
-          new = true}
+          new = true, b = 0}
+end
+
+-- The longest of A[from], A[from + 1], ... (the entries a write adds).
+local function longest(A, from)
+  local b = 0
+  for i = from, #A do
+    if #A[i] > b then b = #A[i] end
+  end
+  return b
+end
+
+-- Entries one LRANGE of a read may take: READ_BYTES at the session's largest entry
+-- (a stash of popped entries counts up to POP_BYTES more), at least 1; 1 when the
+-- header does not know its largest (the read then doubles, counting bytes).
+local function read_cap(h)
+  if not (h and h.b) then return 1 end
+  return math.max(1, math.floor(READ_BYTES / (h.b + POP_BYTES)))
 end
 
 -- Give h the token ring of ring, and its stash hint if stash.
@@ -135,7 +157,8 @@ end
 local function dump(h)
   local pop = h.hint and HINT or ''
   return MAGIC .. ' ' .. h.v .. ' ' .. h.e .. ' ' .. h.g .. ' ' .. h.from .. ' ' .. h.at .. ' 0 ' .. #h.ring ..
-         ' 0 ' .. #pop .. h.rest .. '\n' .. h.ring .. pop .. string.sub(h.raw, h.p + h.tl + h.rl + h.pl)
+         ' 0 ' .. #pop .. h.rest .. (h.b and (' b' .. h.b) or '') .. '\n' .. h.ring .. pop ..
+         string.sub(h.raw, h.p + h.tl + h.rl + h.pl)
 end
 
 -- What the first run of a write replied, from what it remembered.

@@ -2,25 +2,29 @@
 -- KEYS[1] the session's list
 -- ARGV[1] the first item to read (0: the oldest; the header is not counted),
 -- ARGV[2] how many (capped at SCAN_LIMIT), ARGV[3] sliding TTL in ms ("0": none).
--- Replies ONE frame (see frame()): v, e, g, then the entries as stored. The
--- caller reads pages until one comes back short, and starts over if e or g
--- changed between pages (appends change neither and never move an entry).
--- The first page is one LRANGE that includes index 0 (the header).
+-- Replies ONE frame (see frame()): v, e, g, whether entries follow ('1' or '0'),
+-- then the entries as stored, at most ARGV[2] and about READ_BYTES (items_lib.lua).
+-- The caller reads pages while entries follow, and starts over if e or g changed
+-- between pages (appends change neither and never move an entry).
 local key, start = KEYS[1], tonumber(ARGV[1])
 local count, slide = clamp(ARGV[2]), tonumber(ARGV[3])
-local h, lo, part
-if start == 0 then
-  part = redis.call('LRANGE', key, 0, count)
-  if #part > 0 then
-    h, lo = zero(part[1])
-  end
-else
-  h, lo = zero(redis.call('LINDEX', key, 0) or '')
-  part = redis.call('LRANGE', key, lo + start, lo + start + count - 1)
-end
+local h, lo = zero(redis.call('LINDEX', key, 0) or '')
 if h == false then return corrupt('header') end
-local out = {tostring(h and h.v or 0), h and h.e or '', tostring(h and h.g or 0)}
-local first = (start == 0 and lo == 1) and 2 or 1
-for i = first, math.min(#part, first + count - 1) do out[#out + 1] = part[i] end
+-- Bytes: LRANGEs of read_cap entries (doubling from 1 where the header does not know its
+-- largest entry) while fewer than READ_BYTES have been read.
+local cap, known, bytes, taken = read_cap(h), h and h.b, 0, 0
+local out = {tostring(h and h.v or 0), h and h.e or '', tostring(h and h.g or 0), '0'}
+local window, ended = math.min(count, cap), false
+while taken < count and bytes < READ_BYTES and not ended do
+  local want = math.min(window, count - taken)
+  local part = redis.call('LRANGE', key, lo + start + taken, lo + start + taken + want - 1)
+  for i = 1, #part do
+    out[#out + 1] = part[i]
+    bytes = bytes + #part[i]
+  end
+  taken, ended = taken + #part, #part < want  -- a short LRANGE: the end of the list
+  if not known then window = window * 2 end
+end
+if not ended then out[4] = (redis.call('LLEN', key) > lo + start + taken) and '1' or '0' end
 if slide > 0 then redis.call('PEXPIRE', key, slide) end
 return frame(out)

@@ -101,12 +101,14 @@ PopReply = Union[bytes, None, int]
 
 
 class RawSnapshot(msgspec.Struct, frozen=True, kw_only=True):
-    """Stored entries (items, not the header) and the header's counters, as read."""
+    """Stored entries (items, not the header) and the header's counters, as read; ``more``:
+    a page that entries follow (pages are bounded by count and by bytes)."""
 
     entries: list[bytes]
     version: int = 0
     epoch: bytes = b""
     rewrites: int = 0
+    more: bool = False
 
 
 class TailSlice(NamedTuple):
@@ -545,7 +547,7 @@ class ItemSession(ABC):
         for _ in range(MAX_RESTARTS):
             first = last = await self._eng_page(0, page)
             entries = list(first.entries)
-            while len(last.entries) == page:
+            while last.more:
                 last = await self._eng_page(len(entries), page)
                 if (last.epoch, last.rewrites) != (first.epoch, first.rewrites):
                     break

@@ -79,6 +79,11 @@ POPS = 2
 """Popped entries remembered, for the newest pops..."""
 POP_BYTES = 64 << 10
 """... while they fit in this many bytes together (the newest is always kept)."""
+READ_BYTES = 512 << 10
+"""What one read returns at most, about: one LRANGE takes READ_BYTES at the largest entry
+the header knows (its later field `` b<bytes>``, kept by every write), and no LRANGE starts
+past READ_BYTES read (lua/items_lib.lua). A header without the field (written by a
+version before it) is read in doubling windows, counted as it goes."""
 SCAN_LIMIT = 1000
 """Entries one script call reads or drops at most (pop's garbage, get's scan, a read's page)."""
 MAX_ITEMS = 10_000
@@ -128,6 +133,12 @@ class Header:
     @property
     def results(self) -> list[bytes]:
         return [result for _, _, result in self.ring]
+
+    @property
+    def largest(self) -> Optional[int]:
+        """The largest entry the session has held, in bytes (None: not known)."""
+        m = re.search(rb" b([0-9]+)", self.rest)
+        return int(m.group(1)) if m else None
 
     @property
     def hinted(self) -> bool:

@@ -240,7 +240,7 @@ class RedisSession(ItemSession):
 
     # -- reads without a script, when hiredis parses replies -----------------------
     async def _newest(self, want: int) -> list[bytes]:
-        if _PLAIN_READS and not self._slide_ms and want < hd.SCAN_LIMIT:
+        if _PLAIN_READS and not self._slide_ms and want < hd.SCAN_LIMIT and self._plain_fits(want + 1):
             # One LRANGE of the newest want+1 entries: if all of them came back, the
             # oldest is dropped (the header, or an item older than the newest want);
             # otherwise the list was shorter and index 0 is the header (or, in a list
@@ -256,13 +256,18 @@ class RedisSession(ItemSession):
         return await super()._newest(want)
 
     async def _all_entries(self) -> list[bytes]:
-        if _PLAIN_READS and not self._slide_ms:
+        if _PLAIN_READS and not self._slide_ms and self._plain_fits(hd.SCAN_LIMIT + 1):
             entries = await self._lrange(0, hd.SCAN_LIMIT)
             if len(entries) <= hd.SCAN_LIMIT:  # the whole list, in one command
                 if entries and hd.is_header(entries[0]):
                     entries = self._after_header(entries)
                 return entries
         return await super()._all_entries()
+
+    def _plain_fits(self, entries: int) -> bool:
+        """Whether a plain LRANGE of ``entries`` stays within a read's bytes whatever they
+        hold (items of this session's max_item_bytes): else the scripts read, bounded."""
+        return entries * self.max_item_bytes <= hd.READ_BYTES
 
     def _after_header(self, entries: list[bytes]) -> list[bytes]:
         """A list read from index 0 with a header there: the entries after the header
@@ -287,8 +292,8 @@ class RedisSession(ItemSession):
 
     async def _eng_page(self, start: int, count: int) -> RawSnapshot:
         frames = self._frames(await self._call(_READ, [start, count, self._slide_ms]))
-        return RawSnapshot(entries=frames[3:], version=self._int(frames[0]), epoch=frames[1],
-                           rewrites=self._int(frames[2]))
+        return RawSnapshot(entries=frames[4:], version=self._int(frames[0]), epoch=frames[1],
+                           rewrites=self._int(frames[2]), more=frames[3] == b"1")
 
     async def _eng_pop(self, token: bytes, epoch: bytes, limit: int) -> PopReply:
         return cast(PopReply, await self._call(_POP, [self._ttl_ms, epoch, token, limit]))
