@@ -14,6 +14,10 @@
 -- back. Every loop is bounded: by PRUNE, CHUNK, or the items of one call (checked in Python).
 local TOMB_RETAIN_MS, TOMBS, PRUNE = 300000, 1000, 8  -- tombstones: kept 5 min, 1,000 at most, dropped 8 per write at most
 local CHUNK = 1000  -- values per unpack: Lua 5.1's unpack fails past about 8,000
+-- What one page read returns at most, about: HMGETs of READ_BYTES at the largest item the
+-- conversation has held (field b, kept by every append; doubling from one item where it
+-- is not known), none started past READ_BYTES read. The caller calls again.
+local READ_BYTES = 524288
 
 local function expire(key, ttl)
   if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
@@ -53,6 +57,13 @@ end
 local function append_write(key, A, at, n, extra)
   local count = math.floor((#A - at + 1) / 2)
   local args = {'n', tostring(n + count)}
+  local had, big = redis.call('HGET', key, 'b'), 0
+  for j = 1, count do
+    if #A[at + 2 * j - 1] > big then big = #A[at + 2 * j - 1] end
+  end
+  if n == 0 or (had and big > tonumber(had)) then  -- known since the first item: kept so
+    args[#args + 1], args[#args + 2] = 'b', tostring(big)
+  end
   for _, v in ipairs(extra) do args[#args + 1] = v end
   for j = 1, count do
     args[#args + 1] = 'i:' .. (n + j)

@@ -11,7 +11,8 @@
 -- does (conv_lib.lua), so an `after` naming a deleted item pages from where it stood.
 -- Positions are read with HMGET in chunks: the first is `want` long (the
 -- whole page, when nothing in it was deleted); each further one is twice the
--- last. A run of deleted items is skipped in one HGET through the g: field at
+-- last; none is longer than READ_BYTES at the conversation's largest item
+-- (conv_lib.lua), and none starts past READ_BYTES read: the caller continues. A run of deleted items is skipped in one HGET through the g: field at
 -- its ends; only a scan that starts inside a run (a cursor naming a deleted
 -- item) walks the rest of that run, reading at most `budget` positions per call.
 local key, slide = KEYS[1], tonumber(ARGV[6])
@@ -36,9 +37,12 @@ local out = {'ok', ''}
 -- edge: the previous position held an item (or was a run's far end, or the
 -- start), so a hole here starts a run whose g: field says where it ends
 local got, used, chunk, edge = 0, 0, 0, true
-while got < want and used < budget and (last - pos) * step >= 0 do
+local largest, bytes, grow = tonumber(redis.call('HGET', key, 'b')), 0, 1
+while got < want and used < budget and (last - pos) * step >= 0 and bytes < READ_BYTES do
   chunk = math.max(want - got, chunk * 2)
-  local take = math.min(chunk, budget - used, (last - pos) * step + 1)
+  local cap = largest and math.max(1, math.floor(READ_BYTES / math.max(largest, 1))) or grow
+  grow = grow * 2
+  local take = math.min(chunk, cap, budget - used, (last - pos) * step + 1)
   local fields = {}
   for j = 1, take do fields[j] = 'i:' .. (pos + (j - 1) * step) end
   local vals = redis.call('HMGET', key, unpack(fields))
@@ -48,7 +52,7 @@ while got < want and used < budget and (last - pos) * step >= 0 do
     local p = pos + (j - 1) * step
     if vals[j] then
       out[#out + 1] = vals[j]
-      got, edge = got + 1, true
+      got, edge, bytes = got + 1, true, bytes + #vals[j]
       if got == want then
         nxt = p + step
         break

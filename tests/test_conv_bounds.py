@@ -186,3 +186,34 @@ async def test_the_largest_admitted_calls_stay_under_five_ms(redis_server: Any) 
         assert {k: v for k, v in seen.items() if v >= 5000} == {}
     finally:
         await client.aclose()
+
+
+@pytest.mark.real
+async def test_a_page_of_big_items_is_read_in_bounded_calls(redis_server: Any) -> None:
+    """A page was bounded by count only: 100 items of 1 MiB in one HMGET. Each call now
+    reads about 512 KiB, by the largest item the conversation has held (field b), and the
+    store calls again: no command over 5 ms, the page whole."""
+    from redis.asyncio import Redis
+
+    client = Redis.from_url(redis_server.url)
+    conversations = RedisConversationStore(client, key_prefix="bigp" + new_token().decode())
+    big = [msg(str(n), (1 << 20) - 200) for n in range(6)]
+    names = {script.sha.encode(): name for name, script in SCRIPTS.items()}
+
+    def kind(words: list[bytes], _: bytes) -> str | None:
+        return names.get(words[1]) if words[0] == b"EVALSHA" else None
+
+    async def run_round() -> None:
+        conv = await conversations.create(items=big[:1])
+        for item in big[1:]:
+            await conversations.add_items(conv.id, [item])
+        page = await conversations.list_items(conv.id, order="asc", limit=6)
+        assert [i["content"] for i in page.data] == [i["content"] for i in big] and not page.has_more
+        await conversations.delete(conv.id)
+
+    try:
+        seen = await least_over_rounds(client, run_round, kind)
+        assert "conv_list" in seen, seen
+        assert {k: v for k, v in seen.items() if v >= 5000} == {}, seen
+    finally:
+        await client.aclose()

@@ -10,6 +10,8 @@ A conversation is ONE hash, ``<prefix>:{c:<conversation id>}:conv``::
     c            created_at, unix seconds (the hash is a live conversation while it has c)
     m            metadata, msgpack of {str: str}
     n            the last sequence number given to an item (items are numbered 1, 2, ...)
+    b            the largest item the conversation has held, in bytes: a page reads about
+                 512 KiB a call at that size (lua/conv_lib.lua's READ_BYTES)
     i:<seq>      an item, msgpack; HDEL'd when the item is deleted
     x:<item id>  the item's sequence number; kept after the item is deleted while its
                  tombstone is, so a cursor (``after``) naming a recently deleted item still pages
