@@ -58,12 +58,12 @@ local function longest(A, from)
   return b
 end
 
--- Entries one LRANGE of a read may take: READ_BYTES at the session's largest entry
--- (a stash of popped entries counts up to POP_BYTES more), at least 1; 1 when the
--- header does not know its largest (the read then doubles, counting bytes).
+-- Entries one LRANGE of a read may take: READ_BYTES at the session's largest entry, at
+-- least 1 (a stash of popped entries, at index 1, may add POP_BYTES and one entry more);
+-- 1 when the header does not know its largest (the read then doubles, counting bytes).
 local function read_cap(h)
   if not (h and h.b) then return 1 end
-  return math.max(1, math.floor(READ_BYTES / (h.b + POP_BYTES)))
+  return math.max(1, math.floor(READ_BYTES / math.max(h.b, 1)))
 end
 
 -- Give h the token ring of ring, and its stash hint if stash.
