@@ -16,11 +16,11 @@
 -- stored) answers 'ok' and appends nothing: the append happened with it.
 local reply, st = save_check(KEYS[1], ARGV)
 if reply then return reply end
-local n, refused = append_check(KEYS[2], ARGV, 15)
-if not n then return {refused[1], refused[2] or ''} end
+local n, had = append_check(KEYS[2], ARGV, 15)
+if not n then return {had[1], had[2] or ''} end  -- refused: had is the reply
 -- writes
 save_write(KEYS[1], ARGV, st)  -- a conversation's response is a root: no locators to renew
-append_write(KEYS[2], ARGV, 15, n, {})
+append_write(KEYS[2], ARGV, 15, n, had, {})
 tombstones(KEYS[2], server_ms())  -- a turn drops old tombstones as an add does
 expire(KEYS[2], tonumber(ARGV[14]))
 return 'ok'

@@ -7,11 +7,11 @@
 local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[2]
 local ops = redis.call('HGET', key, 'ops')
 if token_find(ops, tok) then return {'ok'} end
-local n, reply = append_check(key, ARGV, 3)
-if not n then return reply end
+local n, had = append_check(key, ARGV, 3)
+if not n then return had end  -- refused: had is the reply
 local now = server_ms()
 -- writes
-append_write(key, ARGV, 3, n, {'ops', token_push(ops, tok, 'a', now)})
+append_write(key, ARGV, 3, n, had, {'ops', token_push(ops, tok, 'a', now)})
 tombstones(key, now)
 expire(key, ttl)
 return {'ok'}

@@ -9,6 +9,6 @@ local hdr = redis.call('HMGET', key, 'c', 'ops')
 if token_find(hdr[2], tok) then return {'ok'} end
 if hdr[1] or hdr[2] then return {'exists'} end
 -- writes
-append_write(key, ARGV, 5, 0, {'c', ARGV[3], 'm', ARGV[4], 'ops', token_push(nil, tok, 'c', server_ms())})
+append_write(key, ARGV, 5, 0, false, {'c', ARGV[3], 'm', ARGV[4], 'ops', token_push(nil, tok, 'c', server_ms())})
 expire(key, ttl)
 return {'ok'}

@@ -36,11 +36,12 @@ local function chunked(cmd, key, A)
 end
 
 -- Appending items, A[at], A[at + 1], ... = item id, item, ... oldest first: the
--- conversation's last sequence number, or nil and the reply ({'nf'}: no
--- conversation, {'corrupt'}, {'dup', id}: a live item has that id). Split from
--- append_write so that chain_save_turn.lua checks both keys before writing either.
+-- conversation's last sequence number and its field b (the largest item so far; false
+-- where not known), or nil and the reply ({'nf'}: no conversation, {'corrupt'},
+-- {'dup', id}: a live item has that id). Split from append_write so that
+-- chain_save_turn.lua checks both keys before writing either.
 local function append_check(key, A, at)
-  local hdr = redis.call('HMGET', key, 'c', 'n')
+  local hdr = redis.call('HMGET', key, 'c', 'n', 'b')
   if not hdr[1] then return nil, {'nf'} end
   local n = tonumber(hdr[2])
   if not n then return nil, {'corrupt'} end
@@ -50,14 +51,15 @@ local function append_check(key, A, at)
   for j = 1, #xs do
     if seqs[j] and redis.call('HEXISTS', key, 'i:' .. seqs[j]) == 1 then return nil, {'dup', A[at + 2 * j - 2]} end
   end
-  return n
+  return n, hdr[3]
 end
 
--- The append's writes, with ``extra`` field/value pairs in the same HSET.
-local function append_write(key, A, at, n, extra)
+-- The append's writes, with ``extra`` field/value pairs in the same HSET; ``had``: the
+-- field b append_check read (false for a new conversation, n = 0).
+local function append_write(key, A, at, n, had, extra)
   local count = math.floor((#A - at + 1) / 2)
   local args = {'n', tostring(n + count)}
-  local had, big = redis.call('HGET', key, 'b'), 0
+  local big = 0
   for j = 1, count do
     if #A[at + 2 * j - 1] > big then big = #A[at + 2 * j - 1] end
   end

@@ -95,13 +95,14 @@ local function field(s, q, e)
   return r, nxt
 end
 
--- What tok's write replied, as remembered (a pop's item is in the stash); nil if
--- the ring does not hold it; false if tok's idempotency key came with another body.
+-- The header's token ring (lua/tokens.lua), cut from it once.
 local function ring(h)
   if not h.ring then h.ring = string.sub(h.raw, h.p, h.p + h.tl - 1) end
   return h.ring
 end
 
+-- What tok's write replied, as remembered (a pop's item is in the stash); nil if
+-- the ring does not hold it; false if tok's idempotency key came with another body.
 local function find(h, tok)
   return token_find(ring(h), tok)
 end
@@ -151,7 +152,6 @@ end
 local function remember(h, tok, result, hint)
   if hint == nil then hint = hinted(h) end
   h.ring, h.hint = token_push(ring(h), tok, result, server_ms()), hint
-  return true
 end
 
 local function dump(h)
