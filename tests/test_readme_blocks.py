@@ -1,4 +1,4 @@
-"""Every code block in the README runs as written.
+"""Every code block in the README and in docs/*.md runs as written.
 
 Python blocks run as scripts in a fresh process; ``sh`` blocks run with bash, the
 package's commands on the PATH. They get what a reader's shell would have: a
@@ -7,7 +7,7 @@ Agents SDK, an ``OPENAI_BASE_URL`` pointing at a loopback stand-in for the model
 A comment line right before a block can change that:
 
 - ``<!-- test: env=tls -->``: the server speaks only TLS and the URL names an ACL
-  user with exactly the README's rules; the password and the CA file come as
+  user with exactly the rules docs/production.md gives; the password and the CA file come as
   ``REDIS_SESSIONS_PASSWORD`` and ``REDIS_SESSIONS_SSL_CA_CERTS``.
 - ``<!-- test: env=fresh -->``: run in a copy of the checkout with no server and
   no ``REDIS_SESSIONS_URL`` (the "fresh machine" commands).
@@ -37,16 +37,24 @@ from fakeopenai import FakeOpenAI
 from servers import TlsServer, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"(?:<!--\s*test:\s*(?P<directive>[^>]*?)\s*-->\n)?```(?P<lang>python|sh)\n(?P<code>.*?)```", re.S)
+ACL_PAGE = ROOT / "docs" / "production.md"
 
-from test_acl_measured import readme_acl_commands
 
-# The README's ACL rules for the package's keys (README, Production; measured in test_acl_measured.py).
-ACL_RULES = ("resetkeys", "~rs:*", "-@all", *(f"+{c}" for c in sorted(readme_acl_commands())))
+def documented_acl_commands() -> set[str]:
+    """The commands of the ACL rules docs/production.md gives (measured in test_acl_measured.py)."""
+    line = re.search(r"ACL SETUSER gateway on >\S+ resetkeys ~rs:\* -@all (.*)", ACL_PAGE.read_text())
+    assert line, "the ACL SETUSER line of docs/production.md"
+    return {word[1:].lower() for word in line.group(1).split()}
+
+
+ACL_RULES = ("resetkeys", "~rs:*", "-@all", *(f"+{c}" for c in sorted(documented_acl_commands())))
 
 
 @dataclass(frozen=True)
 class Block:
+    page: str
     index: int
     lang: str
     code: str
@@ -57,18 +65,24 @@ class Block:
     @property
     def id(self) -> str:
         first = next((line for line in self.code.splitlines() if line.strip() and not line.startswith("#")), "")
-        return f"{self.index}-{self.lang}-{self.env}:{first[:40]}"
+        return f"{self.page}:{self.index}-{self.lang}-{self.env}:{first[:40]}"
 
 
-def readme_blocks() -> list[Block]:
+def page_blocks(page: Path) -> list[Block]:
     blocks = []
-    for index, match in enumerate(BLOCK.finditer((ROOT / "README.md").read_text())):
+    name = page.relative_to(ROOT).as_posix()
+    for index, match in enumerate(BLOCK.finditer(page.read_text())):
         directive = match.group("directive") or ""
         not_run = directive.split("not run:", 1)[1].strip() if "not run:" in directive else None
         env = directive.split("env=", 1)[1].split()[0] if "env=" in directive else "redis"
-        blocks.append(Block(index, match.group("lang"), match.group("code"), env, not_run,
+        blocks.append(Block(name, index, match.group("lang"), match.group("code"), env, not_run,
                             serve="serve" in directive.split()))
     return blocks
+
+
+def readme_blocks() -> list[Block]:
+    """The blocks of README.md and of every page in docs/, in that order."""
+    return [block for page in PAGES for block in page_blocks(page)]
 
 
 BLOCKS = readme_blocks()
@@ -81,6 +95,7 @@ def test_only_blocks_that_cannot_run_here_are_not_run():
     # has no engine on the test machine. Nothing else may opt out.
     assert all("CI" in r or "Docker" in r for r in reasons.values()), reasons
     assert len([b for b in BLOCKS if b.lang == "python"]) >= 3
+    assert {b.page for b in BLOCKS} >= {"README.md", "docs/production.md", "docs/responses.md"}
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +128,7 @@ def _env_for(block: Block, request: pytest.FixtureRequest, fake_openai: FakeOpen
         env.update(REDIS_SESSIONS_URL=f"rediss://gateway@localhost:{tls.port}/0",
                    REDIS_SESSIONS_PASSWORD="gw-readme-pw", REDIS_SESSIONS_SSL_CA_CERTS=tls.ca_file)
     elif block.env != "fresh":
-        raise AssertionError(f"unknown README test env {block.env!r}")
+        raise AssertionError(f"unknown test env {block.env!r} in {block.id}")
     return env
 
 
@@ -153,7 +168,7 @@ def test_the_readme_block_runs_as_written(block: Block, request, fake_openai, tm
     else:
         argv = ["bash", "-euo", "pipefail", "-c", block.code]
     out = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, f"README block {block.id} failed:\n{out.stdout}\n{out.stderr}"
+    assert out.returncode == 0, f"block {block.id} failed:\n{out.stdout}\n{out.stderr}"
     for line in (out.stdout + out.stderr).splitlines():
         assert "Traceback" not in line
 
@@ -169,12 +184,12 @@ def _serve_and_talk(block: Block, env: dict[str, str], cwd: Path) -> None:
     try:
         deadline = time.monotonic() + 60
         while True:
-            assert proc.poll() is None, f"README block {block.id} exited:\n{proc.stdout.read() if proc.stdout else ''}"
+            assert proc.poll() is None, f"block {block.id} exited:\n{proc.stdout.read() if proc.stdout else ''}"
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 break
             except OSError:
-                assert time.monotonic() < deadline, f"README block {block.id} never listened on {port}"
+                assert time.monotonic() < deadline, f"block {block.id} never listened on {port}"
                 time.sleep(0.2)
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
         first = client.responses.create(model="stand-in", input="Hello")
