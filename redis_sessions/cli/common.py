@@ -1,76 +1,133 @@
-"""What every command shares: where Redis is, which prefix, and how to open it."""
+"""What every command shares: the settings, and how to reach Redis with them.
+
+The settings are the library's own :class:`~redis_sessions.config.SessionConfig`:
+every ``REDIS_SESSIONS_*`` variable the library reads (URL, password, TLS CA
+file, timeouts, ``redis_kwargs``...) means the same here, and ``--url`` and
+``--prefix`` win over ``REDIS_SESSIONS_URL`` and ``REDIS_SESSIONS_KEY_PREFIX``.
+"""
 
 from __future__ import annotations
 
-import importlib
-import os
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+from redis import exceptions as rx
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.sentinel import MasterNotFoundError
 
+from ..config import ENV_PREFIX, SessionConfig, create_conversation_store, create_response_session_store
+from ..conversations import RedisConversationStore
 from ..errors import ErrorCode, SessionError
 from ..ids import thread_of, validate_id
-from ..keys import DEFAULT_PREFIX, KeySpace
-from ..redis_client import AnyRedis, close_client, from_url, translate, translate_errors
+from ..keys import KeySpace
+from ..redis_client import AnyRedis, close_client, from_url, translate
 from ..responses.store import RedisResponseSessionStore
-from .output import redact_url
+from .output import redact_url, remember_secrets
 
-ENV_URL = "REDIS_SESSIONS_URL"
+ENV_URL = f"{ENV_PREFIX}URL"
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
+
+
+def settings(url: str | None = None, prefix: str | None = None) -> SessionConfig:
+    """The library's settings from the environment, ``url`` and ``prefix`` winning; invalid
+    ones are ``session.input.invalid`` naming the variable, never showing its value."""
+    given: dict[str, Any] = {name: value for name, value in (("url", url), ("key_prefix", prefix)) if value is not None}
+    try:
+        config = SessionConfig(**given)
+    except ValidationError as exc:
+        problems = "; ".join(_problem(e) for e in exc.errors())
+        raise SessionError(ErrorCode.INPUT_INVALID, f"invalid settings: {problems}") from None
+    if config.backend == "memory":
+        raise SessionError(ErrorCode.INPUT_INVALID,
+                           f"{ENV_PREFIX}BACKEND is memory: the command line reads Redis only; unset it")
+    password = config.password.get_secret_value() if config.password is not None else None
+    remember_secrets(config.url, password, str(config.redis_kwargs.get("password") or ""))
+    # Looking must not extend a TTL, whatever the gateway's sliding_ttl is.
+    return config.model_copy(update={"sliding_ttl": False})
+
+
+def _problem(error: Any) -> str:
+    field = ".".join(str(part) for part in error.get("loc", ()))
+    message = str(error.get("msg", "")).removeprefix("Value error, ")
+    return f"{ENV_PREFIX}{field.upper()}: {message}" if field else message
+
+
+class Missing(Exception):
+    """No item session of that id: exit 1 with code ``not_found``. ``errors.py`` has no
+    code for it (an SDK session that was never written is just empty)."""
+
+    code = "not_found"
 
 
 @dataclass(frozen=True)
 class Target:
-    url: str
-    prefix: str = DEFAULT_PREFIX
+    """Where a command works: the settings (their URL, else :data:`DEFAULT_URL`)."""
+
+    config: SessionConfig
     json: bool = False
+
+    @property
+    def url(self) -> str:
+        return self.config.url or DEFAULT_URL
+
+    @property
+    def prefix(self) -> str:
+        return self.config.key_prefix
 
     @property
     def keys(self) -> KeySpace:
         return KeySpace(self.prefix)
-
-    def store(self, **options: Any) -> RedisResponseSessionStore:
-        return RedisResponseSessionStore.from_url(self.url, key_prefix=self.prefix, **options)
-
-    def client(self) -> AnyRedis:
-        return from_url(self.url)
 
     @property
     def shown_url(self) -> str:
         """The URL as printed: never with its password."""
         return redact_url(self.url)
 
+    def _redis_config(self) -> SessionConfig:
+        return self.config.model_copy(update={"url": self.url})
 
-def url_from(arg: str | None) -> str | None:
-    """``--url``, else ``$REDIS_SESSIONS_URL``, else None."""
-    return arg or os.environ.get(ENV_URL) or None
+    def client(self) -> AnyRedis:
+        client: AnyRedis = configured(lambda: from_url(self.url, cluster=self.config.cluster, timeout=self.config.timeout_seconds,
+                                           redis_kwargs=self.config.client_options()))
+        return client
+
+    def store(self) -> RedisResponseSessionStore:
+        store = configured(lambda: create_response_session_store(self._redis_config()))
+        assert isinstance(store, RedisResponseSessionStore)
+        return store
+
+    def conversations(self) -> RedisConversationStore:
+        store = configured(lambda: create_conversation_store(self._redis_config()))
+        assert isinstance(store, RedisConversationStore)
+        return store
 
 
-def items_module() -> Any | None:
-    """``redis_sessions.items`` if this install has it (item sessions), else None.
-
-    Imported by name so the CLI works, and type-checks, with or without it.
-    """
+def configured(build: Any) -> Any:
+    """Build a client or a store. Building does no I/O, so anything refused here (a
+    malformed URL, an unknown option) is the configuration's fault: ``session.input.invalid``."""
     try:
-        module = importlib.import_module("redis_sessions.items")
-    except ImportError:
-        return None
-    return module if hasattr(module, "RedisSession") else None
-
-
-def require_items() -> Any:
-    module = items_module()
-    if module is None:
-        raise SessionError(ErrorCode.INPUT_INVALID, "item sessions are not available in this install (redis_sessions.items)")
-    return module
+        return build()
+    except SessionError as exc:
+        raise SessionError(ErrorCode.INPUT_INVALID, exc.message) from None
 
 
 async def ping(client: AnyRedis, url: str) -> None:
-    """Reach the server (``url`` only names it in the error, redacted), and refuse a
-    standalone client on a cluster node: it would see a third of the keys."""
-    async with translate_errors(f"Redis at {redact_url(url)}"):
+    """Reach the server and refuse a standalone client on a cluster node (it would see a
+    third of the keys). A database the server lacks is a setting's fault, not an outage."""
+    where = f"Redis at {redact_url(url)}"
+    try:
         await client.ping()
+    except rx.ResponseError as exc:
+        if "DB index" in str(exc):
+            raise SessionError(ErrorCode.INPUT_INVALID, f"{where}: the URL's database number is out of the "
+                                                        "server's range (databases, 16 by default)") from None
+        raise translate(exc, where) or exc from None
+    except MasterNotFoundError:
+        raise SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: no sentinel answered with a master for that "
+                                                          "service (sentinels down, or another service name)") from None
+    except Exception as exc:
+        raise translate(exc, where) or exc from None
     await refuse_cluster_node(client, url)
 
 

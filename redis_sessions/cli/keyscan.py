@@ -27,7 +27,8 @@ from redis import exceptions as rx
 from redis.asyncio.cluster import RedisCluster
 
 from ..errors import ErrorCode, SessionError
-from ..keys import KeySpace, legacy_locator_owner
+from ..items import header
+from ..keys import KeySpace, _glob_escape, legacy_locator_owner
 from ..redis_client import AnyRedis, as_text, translate, translate_errors
 
 T = TypeVar("T")
@@ -89,34 +90,102 @@ class KeyKinds:
         return Key(key, "legacy_locator", owner[1])
 
 
+def scan_match(built: str, id_prefix: str = "") -> str:
+    """SCAN MATCH for the keys a :class:`KeySpace` method builds (``built``, made with
+    ``_MARK`` for the id) whose id starts with ``id_prefix``; glob characters escaped."""
+    before, after = built.split(_MARK)
+    return _glob_escape(before + id_prefix) + "*" + _glob_escape(after)
+
+
+# -- how much a key holds ----------------------------------------------------------
+LIVE_REPLIES = {"thread": 5, "items": 3, "conversation": 1}
+CONVERSATION_EXISTS = "c"
+"""The field a conversation's hash holds while it exists (lua/conv_lib.lua): a deleted
+one loses it and keeps its key for 30 s, to answer a re-sent delete."""
+
+
+def queue_live(pipe: Any, key: Key) -> None:
+    """Queue what says how much ``key`` holds (:func:`live_count` reads the replies): a
+    thread's field counts, an item session's length and first two entries, whether a
+    conversation exists. Plain commands, no script."""
+    if key.kind == "thread":
+        pipe.hlen(key.name)
+        for name in (KeySpace.OPS_FIELD, KeySpace.LAST_WRITE_FIELD, KeySpace.LARGEST_FIELD):
+            pipe.hexists(key.name, name)
+        pipe.hmget(key.name, "c", "r")  # per-response expiry's record and field counts (chain_lib.lua)
+    elif key.kind == "items":
+        pipe.llen(key.name)
+        pipe.lindex(key.name, 0)
+        pipe.lindex(key.name, 1)
+    elif key.kind == "conversation":
+        pipe.hexists(key.name, CONVERSATION_EXISTS)
+
+
+def live_count(key: Key, replies: Sequence[Any]) -> int:
+    """How many live things ``key`` holds, from :func:`queue_live`'s replies: a thread's
+    responses, an item session's entries, 1 for an existing conversation. 0 is a
+    tombstone: a key kept only to answer re-sent writes."""
+    if key.kind == "thread":
+        fields, non_records = _int(replies[0]), sum(_int(v) for v in replies[1:4])
+        kept, written = (_number(v) for v in replies[4])
+        # the record count per-response expiry keeps, where its field count proves it current;
+        # else a record's d: and p: fields (exact for threads written before it)
+        return kept if kept is not None and written == fields - 1 else max(0, fields - non_records) // 2
+    if key.kind == "items":
+        length, first, second = replies
+        if not length or not isinstance(first, bytes) or not header.is_header(first):
+            return _int(length)  # none, or the layout before headers: every entry is an item
+        parsed = header.try_parse(first)
+        stash = parsed is not None and parsed.hinted and isinstance(second, bytes) and header.is_stash(second)
+        return _int(length) - 1 - int(stash)
+    return _int(replies[0])
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) else 0
+
+
+def _number(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def is_cluster(client: AnyRedis) -> bool:
     return isinstance(client, RedisCluster)
 
 
 async def primaries(client: AnyRedis) -> list[Any]:
-    """The nodes to scan: every primary of a cluster, or ``[None]`` for one server."""
+    """The nodes to scan: every primary of a cluster by name (a cursor names one by its
+    place), or ``[None]`` for one server."""
     if isinstance(client, RedisCluster):
         async with translate_errors("cluster"):
             await client.initialize()
-        return list(client.get_primaries())
+        return sorted(client.get_primaries(), key=lambda node: str(node.name))
     return [None]
 
 
+async def scan_step(client: AnyRedis, match: str, node: Any, cursor: int, count: int = SCAN_COUNT) -> tuple[int, list[str]]:
+    """One SCAN ... MATCH ... COUNT on one node: the next cursor (0: done) and the keys."""
+    async with translate_errors(f"SCAN on {getattr(node, 'name', 'the server')}"):
+        if node is None:
+            cursor, keys = await client.scan(cursor=cursor, match=match, count=count)
+        else:
+            # A cluster client answers {node name: cursor} for the nodes it asked.
+            cursors: Any
+            cursors, keys = await client.scan(cursor=cursor, match=match, count=count, target_nodes=node)
+            cursor = next(iter(cursors.values()))
+    return int(cursor), [as_text(k) for k in keys]
+
+
 async def scan(client: AnyRedis, match: str, node: Any) -> AsyncIterator[list[str]]:
-    """Batches of keys matching ``match`` on one node (SCAN ... COUNT 500)."""
+    """Batches of keys matching ``match`` on one node."""
     cursor = 0
-    where = f"SCAN on {getattr(node, 'name', 'the server')}"
     while True:
-        async with translate_errors(where):
-            if node is None:
-                cursor, keys = await client.scan(cursor=cursor, match=match, count=SCAN_COUNT)
-            else:
-                # A cluster client answers {node name: cursor} for the nodes it asked.
-                cursors: Any
-                cursors, keys = await client.scan(cursor=cursor, match=match, count=SCAN_COUNT, target_nodes=node)
-                cursor = next(iter(cursors.values()))
-        yield [as_text(k) for k in keys]
-        if int(cursor) == 0:
+        cursor, keys = await scan_step(client, match, node, cursor)
+        yield keys
+        if cursor == 0:
             return
 
 

@@ -1,25 +1,31 @@
 """Everything the CLI writes: tables and JSON on stdout, progress and errors on stderr.
 
-No dependency: a table is padded columns, a progress bar is one line rewritten
-with ``\\r``. Progress is drawn only when stderr is a terminal and the output is
-not ``--json``, so pipes and scripts never see it.
+Tables and progress bars are drawn by ``rich`` (the ``cli`` extra), which measures
+text by its width on screen, so a conversation in Chinese or with emoji lines up;
+``rich`` is imported only when a table or a bar is drawn, so the library never
+loads it. Without it a table is refused in one line naming the extra (``--json``
+needs nothing), and progress is simply not shown. Progress is drawn only when
+stderr is a terminal and the output is not ``--json``, so pipes never see it.
 
 Credentials never reach the output: every URL shown goes through
 :func:`redact_url`, and every line written to stderr (errors, notes, the purge
-prompt) has the secrets of the URL in use (:func:`remember_secrets`) replaced.
+prompt) has the secrets of the settings in use (:func:`remember_secrets`) replaced.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
-import time
 from datetime import datetime, timezone
-from typing import Any, Sequence, TextIO
+from typing import Any, Callable, Iterator, Sequence
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from ..codec import to_builtins
+from ..errors import ErrorCode, SessionError
+
+EXTRA_HINT = "pip install -e '.[cli]' in a checkout of redis-sessions"
 
 
 def _default(value: Any) -> Any:
@@ -36,11 +42,15 @@ def print_json(value: Any) -> None:
     print(dumps(value))
 
 
-def preview(value: Any, width: int = 40) -> str:
-    """One line of at most ``width`` characters: the text of an item, else its JSON."""
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``1 turn``, ``2 turns``; ``many`` for the irregular ones (``1 entry``, ``2 entries``)."""
+    return f"{count:,} {word if count == 1 else many or word + 's'}"
+
+
+def preview(value: Any) -> str:
+    """One line: the text of an item, else its JSON (a table cuts it to its column)."""
     text = item_text(value) if isinstance(value, (dict, list)) else str(value)
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return " ".join(text.split())[:500]
 
 
 def item_text(value: Any) -> str:
@@ -67,7 +77,7 @@ def timestamp(seconds: int | float | None) -> str:
 
 
 def duration(ms: int | None) -> str:
-    """A TTL for people: ``-`` for none, else the two largest units."""
+    """A TTL for people: ``none`` for none, else the two largest units."""
     if ms is None or ms < 0:
         return "none"
     seconds = ms // 1000
@@ -87,23 +97,69 @@ def size(nbytes: float) -> str:
     raise AssertionError("unreachable")
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], out: TextIO | None = None) -> None:
-    out = out or sys.stdout
-    cells = [[str(c) for c in row] for row in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()
-    print(line, file=out)
-    print("  ".join("-" * w for w in widths), file=out)
-    for row in cells:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip(), file=out)
-
-
-def pairs(rows: Sequence[tuple[str, Any]], out: TextIO | None = None) -> None:
-    """``label   value`` lines, labels aligned."""
-    out = out or sys.stdout
+def pairs(rows: Sequence[tuple[str, Any]]) -> None:
+    """``label   value`` lines, labels aligned (the labels are ours, plain ASCII)."""
     width = max((len(k) for k, _ in rows), default=0)
     for key, value in rows:
-        print(f"{key.ljust(width)}  {value}", file=out)
+        print(f"{key.ljust(width)}  {value}")
+
+
+# -- tables and progress (rich, the cli extra) ---------------------------------------
+def _rich() -> Any:
+    try:
+        import rich.console
+        import rich.table
+    except ImportError:
+        raise SessionError(ErrorCode.INPUT_INVALID,
+                           f"tables need the cli extra: {EXTRA_HINT} (or add --json)") from None
+    return rich
+
+
+def need_tables() -> None:
+    """Refuse at once, before any work, when a command's human output needs ``rich``."""
+    _rich()
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, wide: Sequence[str] = ()) -> None:
+    """A table on stdout. Columns named in ``wide`` are free text: cut with an ellipsis to
+    what fits the terminal; the others (ids, counts) are never cut."""
+    rich = _rich()
+    from rich import box
+
+    console = rich.console.Console(highlight=False, markup=False, emoji=False, soft_wrap=False)
+    if not console.is_terminal:  # a pipe: wide enough that no id is ever folded
+        console = rich.console.Console(highlight=False, markup=False, emoji=False, width=max(160, console.width))
+    grid = rich.table.Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    for header in headers:
+        cut = header in wide
+        grid.add_column(header, no_wrap=True, overflow="ellipsis" if cut else "fold", ratio=1 if cut else None)
+    for row in rows:
+        grid.add_row(*(str(cell) for cell in row))
+    console.print(grid)
+
+
+@contextlib.contextmanager
+def progress(label: str, total: int | None = None, *, enabled: bool = True) -> Iterator[Callable[..., None]]:
+    """``with progress("scanning") as step: step(advance=n)`` or ``step(completed=n, extra=...)``:
+    a bar on stderr while it runs (rich, when installed and stderr is a terminal), gone after."""
+    if not enabled or not sys.stderr.isatty():
+        yield lambda **_: None
+        return
+    try:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    except ImportError:
+        yield lambda **_: None
+        return
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[extra]}")]
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=total, extra="")
+
+        def step(advance: int = 0, completed: int | None = None, extra: str | None = None) -> None:
+            fields: dict[str, Any] = {} if extra is None else {"extra": extra}
+            bar.update(task, advance=advance or None, completed=completed, **fields)
+
+        yield step
 
 
 # -- credentials -------------------------------------------------------------
@@ -136,23 +192,23 @@ def redact_url(url: str) -> str:
         return _USERINFO.sub(rf"\1{REDACTED}@", url)
 
 
-def remember_secrets(url: str | None) -> None:
-    """Note the password and secret query values of ``url`` (as written and decoded),
-    so that :func:`scrub` removes them from any message, whoever wrote it."""
-    if not url:
-        return
-    try:
-        parts = urlsplit(url)
-        found = [parts.password or ""] + [v for k, v in parse_qsl(parts.query) if _SECRET_PARAM.search(k)]
-        userinfo = parts.netloc.rsplit("@", 1)[0] if "@" in parts.netloc else ""
-        found.append(userinfo.split(":", 1)[1] if ":" in userinfo else "")
-    except ValueError:
-        found = [m.group(0)[2:-1] for m in _USERINFO.finditer(url)]
+def remember_secrets(url: str | None, *others: str | None) -> None:
+    """Note the password and secret query values of ``url`` (as written and decoded), and
+    ``others`` (the password setting), so that :func:`scrub` removes them from any message."""
+    found: list[str] = [other or "" for other in others]
+    if url:
+        try:
+            parts = urlsplit(url)
+            found += [parts.password or ""] + [v for k, v in parse_qsl(parts.query) if _SECRET_PARAM.search(k)]
+            userinfo = parts.netloc.rsplit("@", 1)[0] if "@" in parts.netloc else ""
+            found.append(userinfo.split(":", 1)[1] if ":" in userinfo else "")
+        except ValueError:
+            found += [m.group(0)[2:-1] for m in _USERINFO.finditer(url)]
+        _secrets.add(url)
     for secret in found:
         for form in (secret, unquote(secret)):
             if len(form) >= 3:  # "***" itself, or a one-letter password, would blank out ordinary text
                 _secrets.add(form)
-    _secrets.add(url)
 
 
 def scrub(text: str) -> str:
@@ -164,11 +220,29 @@ def scrub(text: str) -> str:
 
 
 # -- errors and notes ---------------------------------------------------------
+_REPR = re.compile(r"\s*:?\s*<(?:[A-Za-z_]\w*\.[\w.]*[^<>]*|REDACTED)>")
+"""An object's repr (``<redis.asyncio.client.Redis(...)>``), innermost first: no ``<`` inside."""
+MAX_ERROR = 400
+
+
+def one_line(message: str) -> str:
+    """A message as one readable line: no object reprs (redis-py puts a connection pool's
+    in some errors), no secrets, at most ``MAX_ERROR`` characters."""
+    text = " ".join(str(message).split())
+    while True:
+        stripped = _REPR.sub("", text)  # innermost reprs first, until none is left
+        if stripped == text:
+            break
+        text = stripped
+    text = scrub(text)
+    return text if len(text) <= MAX_ERROR else text[: MAX_ERROR - 1] + "…"
+
+
 def error(message: str, *, code: str | None = None, as_json: bool = False) -> None:
     """The one line an error prints on stderr: never more, never a traceback, never a
     secret. With ``as_json`` it is ``{"error": {"code", "message", "type"}}`` (the
     shape of ``SessionError.to_dict()``), else ``error: <code>: <message>``."""
-    text = scrub(" ".join(str(message).split()))
+    text = one_line(message)
     if as_json:
         body = {"error": {"code": code or "internal", "message": text, "type": "session_error"}}
         print(json.dumps(body, ensure_ascii=False), file=sys.stderr)
@@ -179,56 +253,3 @@ def error(message: str, *, code: str | None = None, as_json: bool = False) -> No
 def note(message: str, *, quiet: bool = False) -> None:
     if not quiet:
         print(scrub(message), file=sys.stderr)
-
-
-class Progress:
-    """A single-line progress indicator on stderr, redrawn at most 10 times a second.
-
-    With ``total`` it draws a bar; without, a counter. Disabled (a no-op) when
-    stderr is not a terminal or ``enabled`` is false.
-    """
-
-    def __init__(self, label: str, total: int | None = None, *, enabled: bool = True) -> None:
-        self.label = label
-        self.total = total
-        self.done = 0
-        self.extra = ""
-        self.enabled = enabled and sys.stderr.isatty()
-        self._last = 0.0
-        self._drawn = False
-
-    def advance(self, n: int = 1, extra: str | None = None) -> None:
-        self.update(self.done + n, extra)
-
-    def update(self, done: int, extra: str | None = None) -> None:
-        self.done = done
-        if extra is not None:
-            self.extra = extra
-        now = time.monotonic()
-        if self.enabled and now - self._last >= 0.1:
-            self._last = now
-            self._draw()
-
-    def _draw(self) -> None:
-        if self.total:
-            frac = min(1.0, self.done / self.total)
-            bar = "#" * int(frac * 30)
-            text = f"{self.label} [{bar:<30}] {self.done}/{self.total} {frac:4.0%}"
-        else:
-            text = f"{self.label} {self.done}"
-        if self.extra:
-            text += f"  {self.extra}"
-        sys.stderr.write("\r" + text[:119].ljust(119 if self._drawn else 0))
-        sys.stderr.flush()
-        self._drawn = True
-
-    def close(self) -> None:
-        if self.enabled and self._drawn:
-            sys.stderr.write("\r" + " " * 119 + "\r")
-            sys.stderr.flush()
-
-    def __enter__(self) -> "Progress":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

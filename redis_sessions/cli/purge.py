@@ -1,4 +1,5 @@
-"""Destructive commands: ``delete`` (one response, through the store) and ``purge``.
+"""Destructive commands: ``delete`` and ``delete-thread`` (through the response store)
+and ``purge``.
 
 ``purge`` deletes only keys that :class:`~redis_sessions.keys.KeySpace` builds
 for the given prefix (threads, item sessions, locators, and old-layout locators
@@ -12,11 +13,14 @@ is ever deleted. A locator goes only once its thread is gone, and is put back
 if a save brought the record back meanwhile.
 
 Every per-key error is counted: the command does what it can, reports, and
-exits 1 with ``purge: N keys failed (<code>)``.
+fails with ``purge: N keys failed (<code>)``. ``--dry-run`` prints the plan:
+every key that would go (with ``--idle-older-than``, judged by the same script
+with its delete turned off), and deletes nothing.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -24,7 +28,7 @@ from typing import Any, Callable
 
 from ..errors import ErrorCode, SessionError
 from ..keys import KeySpace
-from ..redis_client import AnyRedis, as_text, close_client
+from ..redis_client import AnyRedis, as_text, close_client, translate_errors
 from ..scripts import script
 from . import output
 from .common import Target
@@ -58,6 +62,41 @@ async def delete(target: Target, response_id: str) -> int:
     else:
         print(f"deleted {response_id} (its descendants, if any, stay and now end at a gap)")
     return 0
+
+
+async def delete_thread(target: Target, ident: str) -> int:
+    """Delete the thread of a response id, or of a thread id (``list threads``), with the
+    store's ``delete_thread``: every response of it, every branch, and their locators."""
+    store = target.store()
+    try:
+        # 16 hex digits name a thread, unless no thread has them: then a response minted elsewhere
+        response_id = (await _some_response(store, ident) if _THREAD_ID.fullmatch(ident) else None) or ident
+        deleted = await store.delete_thread(response_id)
+    finally:
+        await store.close()
+    if not deleted:
+        raise SessionError(ErrorCode.CHAIN_NOT_FOUND, f"no thread holds {ident!r}")
+    if target.json:
+        output.print_json({"deleted_thread_of": ident, "deleted_responses": deleted})
+    else:
+        print(f"deleted the thread of {ident}: {output.plural(deleted, 'response')}")
+    return 0
+
+
+_THREAD_ID = re.compile(r"[0-9a-f]{16}")
+
+
+async def _some_response(store: Any, thread: str) -> str | None:
+    """A response id the thread ``thread`` holds (one HSCAN page of its ``d:`` fields)."""
+    key, field = store.keys.thread(thread), KeySpace.data_field("")
+    cursor = 0
+    while True:
+        async with translate_errors(f"HSCAN {key!r}"):
+            cursor, page = await store.client.hscan(key, cursor, match=field + "*", count=100)
+        for name in page:
+            return as_text(name)[len(field):]
+        if int(cursor) == 0:
+            return None
 
 
 @dataclass
@@ -98,12 +137,12 @@ def _verdict(reply: Any) -> str:
 
 async def _plan(client: AnyRedis, target: Target, idle_ms: int | None, progress: bool) -> Plan:
     ks = target.keys
-    with output.Progress("scanning", enabled=progress) as bar:
-        found = await scan_all(client, KeyKinds(ks), lambda i, n, f: bar.update(f, f"node {i + 1}/{n}"))
+    with output.progress("scanning", enabled=progress) as step:
+        found = await scan_all(client, KeyKinds(ks), lambda i, n, f: step(completed=f, extra=f"node {i + 1} of {n}"))
     plan = Plan(other=sum(1 for k in found if k.kind == "other"))
     legacy = [k for k in found if k.kind == "legacy_locator"]
-    with output.Progress("checking old locators", len(legacy), enabled=progress) as bar:
-        proven = await prove_legacy(client, ks, legacy, plan.failures, bar.advance)
+    with output.progress("checking old locators", len(legacy), enabled=progress) as step:
+        proven = await prove_legacy(client, ks, legacy, plan.failures, lambda n: step(advance=n))
     plan.legacy_left = len(legacy) - len(proven)
     data = [k for k in found if k.kind in DATA_KINDS]
     locators = await _locators(client, ks, [k for k in found if k.kind == "locator"], plan.failures, progress)
@@ -111,8 +150,8 @@ async def _plan(client: AnyRedis, target: Target, idle_ms: int | None, progress:
     if idle_ms is None:
         plan.data, plan.locators = data, locators
         return plan
-    with output.Progress("judging", len(data), enabled=progress) as bar:
-        verdicts = await pipelined(client, data, _judge(idle_ms, False), 1, bar.advance, "purge_if_idle")
+    with output.progress("judging", len(data), enabled=progress) as step:
+        verdicts = await pipelined(client, data, _judge(idle_ms, False), 1, lambda n: step(advance=n), "purge_if_idle")
     for key, (reply,) in zip(data, verdicts):
         if not plan.failures.check(key.name, reply, "purge_if_idle"):
             continue
@@ -139,8 +178,8 @@ async def _plan(client: AnyRedis, target: Target, idle_ms: int | None, progress:
 async def _locators(client: AnyRedis, ks: KeySpace, keys: list[Key], failures: Failures,
                     progress: bool) -> list[tuple[Key, str]]:
     """Every locator of the prefix with the key of the thread it points at."""
-    with output.Progress("reading locators", len(keys), enabled=progress) as bar:
-        values = await pipelined(client, keys, lambda p, k: p.get(k.name), 1, bar.advance, "locators")
+    with output.progress("reading locators", len(keys), enabled=progress) as step:
+        values = await pipelined(client, keys, lambda p, k: p.get(k.name), 1, lambda n: step(advance=n), "locators")
     out: list[tuple[Key, str]] = []
     for key, (value,) in zip(keys, values):
         if wrong_type(value):  # one of our keys holding something else: it still goes in a full purge
@@ -150,9 +189,17 @@ async def _locators(client: AnyRedis, ks: KeySpace, keys: list[Key], failures: F
     return out
 
 
+KIND_NAMES = {"thread": ("thread", None), "items": ("item session", None), "meta": ("old metadata key", None),
+              "conversation": ("conversation", None), "locator": ("locator", None)}
+
+
+def _kinds(counts: Counter[str]) -> str:
+    return ", ".join(output.plural(n, *KIND_NAMES[kind]) for kind, n in sorted(counts.items())) or "nothing"
+
+
 def _confirm(plan: Plan, target: Target) -> bool:
-    summary = ", ".join(f"{n} {kind}" for kind, n in sorted(plan.kinds().items()))
-    prompt = f"delete {plan.size} keys ({summary}) of prefix {target.prefix!r} at {target.shown_url}? [y/N] "
+    prompt = (f"delete {output.plural(plan.size, 'key')} ({_kinds(plan.kinds())}) of prefix {target.prefix!r} "
+              f"at {target.shown_url}? [y/N] ")
     try:
         sys.stderr.write(output.scrub(prompt))
         sys.stderr.flush()
@@ -167,15 +214,15 @@ def _unlink(pipe: Any, key: Key) -> None:
     pipe.execute_command("UNLINK", key.name)
 
 
-async def _delete_data(client: AnyRedis, plan: Plan, idle_ms: int | None, bar: output.Progress) -> Counter[str]:
+async def _delete_data(client: AnyRedis, plan: Plan, idle_ms: int | None, bar: Callable[[int], None]) -> Counter[str]:
     deleted: Counter[str] = Counter()
     if idle_ms is None:
-        replies = await pipelined(client, plan.data, _unlink, 1, bar.advance, "UNLINK")
+        replies = await pipelined(client, plan.data, _unlink, 1, bar, "UNLINK")
         for key, (reply,) in zip(plan.data, replies):
             if plan.failures.check(key.name, reply, "UNLINK") and reply:
                 deleted[key.kind] += 1
         return deleted
-    replies = await pipelined(client, plan.data, _judge(idle_ms, True), 1, bar.advance, "purge_if_idle")
+    replies = await pipelined(client, plan.data, _judge(idle_ms, True), 1, bar, "purge_if_idle")
     for key, (reply,) in zip(plan.data, replies):
         if not plan.failures.check(key.name, reply, "purge_if_idle"):
             continue
@@ -188,7 +235,7 @@ async def _delete_data(client: AnyRedis, plan: Plan, idle_ms: int | None, bar: o
 
 
 async def _delete_locators(client: AnyRedis, target: Target, plan: Plan, everything: bool,
-                           bar: output.Progress) -> int:
+                           bar: Callable[[int], None]) -> int:
     """Delete the planned locators whose thread is gone now (all of them in a full purge);
     then look again, and put back any whose record a save brought back meanwhile."""
     todo = plan.locators
@@ -203,7 +250,7 @@ async def _delete_locators(client: AnyRedis, target: Target, plan: Plan, everyth
                 plan.kept["locator_of_kept_thread"] += 1
             else:
                 todo.append((key, thread))
-    replies = await pipelined(client, todo, lambda p, kt: _unlink(p, kt[0]), 1, bar.advance, "UNLINK")
+    replies = await pipelined(client, todo, lambda p, kt: _unlink(p, kt[0]), 1, bar, "UNLINK")
     gone = [(key, thread) for (key, thread), (reply,) in zip(todo, replies)
             if plan.failures.check(key.name, reply, "UNLINK") and reply]
     if everything:
@@ -233,9 +280,10 @@ async def _repoint(client: AnyRedis, ks: KeySpace, gone: list[tuple[Key, str]], 
     return len(back)
 
 
-async def purge(target: Target, idle_seconds: float | None, yes: bool) -> int:
-    if not yes and not sys.stdin.isatty():
-        raise SessionError(ErrorCode.INPUT_INVALID, "refusing to purge without --yes: stdin is not a terminal to confirm on")
+async def purge(target: Target, idle_seconds: float | None, yes: bool, dry_run: bool = False) -> int:
+    if not (yes or dry_run) and not sys.stdin.isatty():
+        raise SessionError(ErrorCode.INPUT_INVALID, "refusing to purge without --yes: stdin is not a terminal to confirm on "
+                                                    "(--dry-run shows what would go)")
     if idle_seconds is not None and idle_seconds < 0:
         raise SessionError(ErrorCode.INPUT_INVALID, "--idle-older-than must be zero or more seconds")
     progress = not target.json
@@ -243,11 +291,18 @@ async def purge(target: Target, idle_seconds: float | None, yes: bool) -> int:
     client = target.client()
     try:
         plan = await _plan(client, target, idle_ms, progress)
+        if dry_run:
+            _report_plan(target, plan, idle_seconds)
+            plan.failures.raise_if_any("purge --dry-run")
+            return 0
         if plan.size and not yes and not _confirm(plan, target):
-            raise SessionError(ErrorCode.INPUT_INVALID, "purge cancelled; nothing was deleted")
-        with output.Progress("deleting", plan.size, enabled=progress) as bar:
-            deleted = await _delete_data(client, plan, idle_ms, bar)
-            locators = await _delete_locators(client, target, plan, idle_ms is None, bar)
+            output.note("purge cancelled: nothing was deleted")
+            if target.json:
+                output.print_json({"cancelled": True, "deleted_keys": 0})
+            return 0
+        with output.progress("deleting", plan.size, enabled=progress) as step:
+            deleted = await _delete_data(client, plan, idle_ms, lambda n: step(advance=n))
+            locators = await _delete_locators(client, target, plan, idle_ms is None, lambda n: step(advance=n))
     finally:
         await close_client(client)
     if locators:
@@ -257,30 +312,46 @@ async def purge(target: Target, idle_seconds: float | None, yes: bool) -> int:
     return 0
 
 
-def _report(target: Target, plan: Plan, deleted: Counter[str], idle_seconds: float | None) -> None:
-    result: dict[str, Any] = {
-        "prefix": target.prefix,
-        "url": target.shown_url,
-        "deleted_keys": sum(deleted.values()),
-        "by_kind": dict(deleted),
-        "kept_active": plan.kept["active"],
-        "kept_unrecorded": plan.kept["unrecorded"],
-        "kept_locators": plan.kept["locator_of_kept_thread"],
-        "other_keys_left": plan.other,
-        "old_locators_left": plan.legacy_left,
-        "failed": plan.failures.as_dict(),
-        "idle_older_than": idle_seconds,
-    }
+def _report_plan(target: Target, plan: Plan, idle_seconds: float | None) -> None:
+    """--dry-run: every key the purge would delete now, then what it would leave."""
+    keys = [k.name for k in plan.data] + [k.name for k, _ in plan.locators]
     if target.json:
-        output.print_json(result)
+        output.print_json({"dry_run": True, "prefix": target.prefix, "url": target.shown_url, "would_delete": keys,
+                           "by_kind": dict(plan.kinds()), **_kept(plan), "failed": plan.failures.as_dict(),
+                           "idle_older_than": idle_seconds})
         return
-    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(deleted.items())) or "nothing"
-    print(f"deleted {result['deleted_keys']} keys of prefix {target.prefix!r} ({kinds})")
+    for key in keys:
+        print(key)
+    print(f"\nwould delete {output.plural(len(keys), 'key')} of prefix {target.prefix!r} ({_kinds(plan.kinds())}); "
+          "nothing was deleted")
+    _print_kept(target, plan, idle_seconds)
+
+
+def _kept(plan: Plan) -> dict[str, int]:
+    return {"kept_active": plan.kept["active"], "kept_unrecorded": plan.kept["unrecorded"],
+            "kept_locators": plan.kept["locator_of_kept_thread"], "other_keys_left": plan.other,
+            "old_locators_left": plan.legacy_left}
+
+
+def _print_kept(target: Target, plan: Plan, idle_seconds: float | None) -> None:
+    p = output.plural
     if idle_seconds is not None:
-        print(f"kept {plan.kept['active']} keys written within the last {idle_seconds:g} s, "
-              f"{plan.kept['unrecorded']} that record no last write, and the "
-              f"{plan.kept['locator_of_kept_thread']} locators of kept threads")
+        print(f"kept {p(plan.kept['active'], 'key')} written within the last {idle_seconds:g} s, "
+              f"{p(plan.kept['unrecorded'], 'key')} that record no last write (item sessions and conversations "
+              f"do not yet), and {p(plan.kept['locator_of_kept_thread'], 'locator')} of kept threads")
     if plan.other:
-        print(f"left {plan.other} keys under '{target.prefix}:{{' that are not keys of this layout")
+        print(f"left {p(plan.other, 'key')} under '{target.prefix}:{{' that are not keys of this layout")
     if plan.legacy_left:
-        print(f"left {plan.legacy_left} old-layout locators not proven to be this prefix's (they expire with their TTL)")
+        print(f"left {p(plan.legacy_left, 'old-layout locator')} not proven to be this prefix's "
+              "(they expire with their TTL)")
+
+
+def _report(target: Target, plan: Plan, deleted: Counter[str], idle_seconds: float | None) -> None:
+    total = sum(deleted.values())
+    if target.json:
+        output.print_json({"prefix": target.prefix, "url": target.shown_url, "deleted_keys": total,
+                           "by_kind": dict(deleted), **_kept(plan), "failed": plan.failures.as_dict(),
+                           "idle_older_than": idle_seconds})
+        return
+    print(f"deleted {output.plural(total, 'key')} of prefix {target.prefix!r} ({_kinds(deleted)})")
+    _print_kept(target, plan, idle_seconds)
