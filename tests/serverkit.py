@@ -1,16 +1,22 @@
 """The reference server over one test backend, and the official OpenAI client talking
-to it in process (httpx2's ASGI transport: no sockets, no network)."""
+to it in process (httpx2's ASGI transport: no sockets, no network), or over loopback
+to a real uvicorn (:func:`listening`)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 import httpx2
 import openai
+import uvicorn
 from starlette.applications import Starlette
 
 from chains import make_store
+from servers import free_port
 from redis_sessions.conversations import ConversationStore, RedisConversationStore
 from redis_sessions.responses import ChainStore
 from redis_sessions.server import Model, create_app, stand_in_model
@@ -44,3 +50,26 @@ async def serve(backend: Any, *, model: Model = stand_in_model, one_step: bool =
     client, http = client_for(app)
     yield Served(app, store, conversations, client, http)
     await http.aclose()
+
+
+@contextlib.asynccontextmanager
+async def listening(app: Any, *, lifespan: str = "off") -> AsyncIterator[uvicorn.Server]:
+    """``app`` under a real uvicorn on a free loopback port, on the test's own event loop
+    (so the app's stores may use the test's clients); ``server.started`` is False if the
+    app's startup failed (``lifespan="on"``), and then the server has already stopped."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), lifespan=lifespan,
+                                           log_level="warning", access_log=False))
+    task = asyncio.create_task(server.serve())
+    deadline = time.monotonic() + 30
+    while not server.started and not task.done():
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        await asyncio.sleep(0.02)
+    try:
+        yield server
+    finally:
+        server.should_exit = True
+        await task
+
+
+def port_of(server: uvicorn.Server) -> int:
+    return int(server.config.port)

@@ -1,7 +1,8 @@
 """The OpenAI Agents SDK against the reference server, on every backend: its
 OpenAIConversationsSession over the server's Conversations endpoints, and
-Runner.run with OpenAIResponsesModel continuing a conversation across two runs,
-by previous_response_id and by conversation_id (the SDK sends conversation=)."""
+Runner.run and Runner.run_streamed with OpenAIResponsesModel continuing a
+conversation across two runs, by previous_response_id, by conversation_id (the SDK
+sends conversation=) and with a session."""
 
 from __future__ import annotations
 
@@ -91,3 +92,41 @@ async def test_runner_with_a_conversations_session(served: Served) -> None:
     second = await Runner.run(agent, "again", session=session)
     assert second.final_output == "(3 items so far) you said: again"
     assert texts(await session.get_items())[-2:] == ["again", second.final_output]
+
+
+async def streamed(agent: Agent[Any], text: str, **options: Any) -> tuple[Any, list[str]]:
+    """Runner.run_streamed to its end: the result and the text deltas it streamed."""
+    result = Runner.run_streamed(agent, text, **options)
+    deltas = [event.data.delta async for event in result.stream_events()
+              if event.type == "raw_response_event" and event.data.type == "response.output_text.delta"]
+    return result, deltas
+
+
+async def test_run_streamed_continues_by_previous_response_id(served: Served) -> None:
+    agent = agent_for(served)
+    first, deltas = await streamed(agent, "hello")
+    assert first.final_output == "".join(deltas) == "(1 items so far) you said: hello" and len(deltas) > 1
+    second, _ = await streamed(agent, "again", previous_response_id=first.last_response_id)
+    assert second.final_output == "(3 items so far) you said: again"
+    stored = await served.store.get(second.last_response_id or "")
+    assert stored is not None and stored.previous_response_id == first.last_response_id
+
+
+async def test_run_streamed_with_a_conversations_session(served: Served) -> None:
+    agent = agent_for(served)
+    session = OpenAIConversationsSession(openai_client=served.client)
+    await streamed(agent, "hello", session=session)
+    second, _ = await streamed(agent, "again", session=session)
+    assert second.final_output == "(3 items so far) you said: again"
+    assert texts(await session.get_items()) == ["hello", "(1 items so far) you said: hello", "again",
+                                                second.final_output]
+
+
+async def test_run_streamed_continues_by_conversation_id(served: Served) -> None:
+    agent = agent_for(served)
+    conversation = await served.client.conversations.create()
+    await streamed(agent, "hello", conversation_id=conversation.id)
+    second, _ = await streamed(agent, "again", conversation_id=conversation.id)
+    assert second.final_output == "(3 items so far) you said: again"
+    listed = [item async for item in served.client.conversations.items.list(conversation.id, order="asc")]
+    assert len(listed) == 4

@@ -44,7 +44,9 @@ async def test_conversation_crud(served: Served) -> None:
     assert deleted.deleted is True and deleted.id == created.id
     with pytest.raises(openai.NotFoundError) as caught:
         await client.conversations.retrieve(created.id)
-    assert caught.value.code == "session.conversation.not_found"
+    assert caught.value.body == {  # type: ignore[comparison-overlap]
+        "message": f"Conversation with id '{created.id}' not found.", "type": "invalid_request_error",
+        "param": None, "code": "session.conversation.not_found"}
     with pytest.raises(openai.NotFoundError):
         await client.conversations.delete(created.id)
     with pytest.raises(openai.NotFoundError):
@@ -76,7 +78,9 @@ async def test_conversation_items_page_and_delete(served: Served) -> None:
     assert after_delete.id == conversation.id and after_delete.object == "conversation"
     with pytest.raises(openai.NotFoundError) as gone:
         await client.conversations.items.retrieve(ids[2], conversation_id=conversation.id)
-    assert gone.value.code == "session.conversation.item_not_found"
+    assert gone.value.body == {  # type: ignore[comparison-overlap]
+        "message": f"Item with id '{ids[2]}' not found.", "type": "invalid_request_error",
+        "param": None, "code": "session.conversation.item_not_found"}
     with pytest.raises(openai.NotFoundError):
         await client.conversations.items.delete(ids[2], conversation_id=conversation.id)
     remaining = await client.conversations.items.list(conversation.id, order="asc", after=ids[1])
@@ -88,8 +92,9 @@ async def test_conversation_items_page_and_delete(served: Served) -> None:
 async def test_conversation_item_errors(served: Served) -> None:
     client = served.client
     conversation = await client.conversations.create()
-    with pytest.raises(openai.BadRequestError):
+    with pytest.raises(openai.BadRequestError) as many:
         await client.conversations.items.create(conversation.id, items=[user(str(n)) for n in range(21)])
+    assert many.value.param == "items" and "at most 20" in many.value.message
     with pytest.raises(openai.BadRequestError) as empty:
         await client.conversations.items.create(conversation.id, items=[])
     assert empty.value.code == "session.input.invalid"
@@ -146,8 +151,9 @@ async def test_conversation_errors_on_responses(served: Served) -> None:
     client = served.client
     with pytest.raises(openai.NotFoundError) as missing:
         await client.responses.create(model="test-model", input="x", conversation="conv_missing")
-    assert missing.value.code == "session.conversation.not_found"
-    assert missing.value.body["param"] == "conversation"  # type: ignore[index]
+    assert missing.value.body == {  # type: ignore[comparison-overlap]
+        "message": "Conversation with id 'conv_missing' not found.", "type": "invalid_request_error",
+        "param": "conversation", "code": "session.conversation.not_found"}
     conversation = await client.conversations.create()
     first = await client.responses.create(model="test-model", input="hello")
     with pytest.raises(openai.BadRequestError) as both:

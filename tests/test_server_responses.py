@@ -69,8 +69,9 @@ async def test_store_false_saves_nothing(served: Served) -> None:
     assert unsaved["store"] is False and await served.store.get(unsaved["id"]) is None
     with pytest.raises(openai.NotFoundError):
         await client.responses.retrieve(unsaved["id"])
-    with pytest.raises(openai.NotFoundError):
+    with pytest.raises(openai.BadRequestError) as caught:
         await client.responses.create(model="test-model", input="x", previous_response_id=unsaved["id"])
+    assert caught.value.code == "previous_response_not_found"
     after = await client.responses.create(model="test-model", input="next", previous_response_id=first.id)
     assert after.output_text == "(3 items so far) you said: next"  # the unsaved turn is not in the chain
 
@@ -87,10 +88,10 @@ async def test_delete(served: Served) -> None:
     with pytest.raises(openai.NotFoundError):
         await client.responses.delete(second.id)
     assert await client.responses.delete(first.id) is None  # the client's own return for a delete
-    with pytest.raises(openai.NotFoundError) as caught:
+    with pytest.raises(openai.BadRequestError) as caught:
         await client.responses.create(model="test-model", input="x", previous_response_id=first.id)
-    assert caught.value.code == "session.chain.not_found"
-    assert caught.value.body["param"] == "previous_response_id"  # type: ignore[index]
+    assert caught.value.code == "previous_response_not_found"
+    assert caught.value.param == "previous_response_id"
 
 
 async def three_turns(client: openai.AsyncOpenAI) -> tuple[str, list[str]]:
@@ -140,20 +141,27 @@ async def test_input_items_refuses_bad_queries(served: Served) -> None:
 
 
 async def test_errors_have_openai_shapes_and_types(served: Served) -> None:
+    """OpenAI's answers: an unknown previous_response_id is a 400 previous_response_not_found
+    naming the field; an unknown response on GET, DELETE and input_items a 404."""
     client = served.client
-    with pytest.raises(openai.NotFoundError) as missing:
+    with pytest.raises(openai.BadRequestError) as missing:
         await client.responses.create(model="test-model", input="x", previous_response_id="resp_missing")
-    assert missing.value.status_code == 404 and missing.value.code == "session.chain.not_found"
-    assert set(missing.value.body) == {"message", "type", "param", "code"}  # type: ignore[arg-type]
-    with pytest.raises(openai.NotFoundError):
-        await client.responses.retrieve("resp_missing")
+    assert missing.value.status_code == 400 and missing.value.body == {  # type: ignore[comparison-overlap]
+        "message": "Previous response with id 'resp_missing' not found.", "type": "invalid_request_error",
+        "param": "previous_response_id", "code": "previous_response_not_found"}
+    for call in (client.responses.retrieve, client.responses.delete, client.responses.input_items.list):
+        with pytest.raises(openai.NotFoundError) as gone:
+            await call("resp_missing")  # type: ignore[operator]
+        assert gone.value.body == {  # type: ignore[comparison-overlap]
+            "message": "Response with id 'resp_missing' not found.", "type": "invalid_request_error",
+            "param": None, "code": "session.chain.not_found"}
     first = await client.responses.create(model="test-model", input="hello")
     with pytest.raises(openai.BadRequestError) as both:
         await client.responses.create(model="test-model", input="x", previous_response_id=first.id,
                                       conversation="conv_1")
     assert both.value.body["param"] == "conversation" and "Mutually exclusive" in both.value.message  # type: ignore[index]
     for bad in ({"input": 3}, {"input": ["text"]}, {"store": "yes"}, {"instructions": 1}, {"conversation": 5},
-                {"stream": True}, {"tools": ["x"]}):
+                {"stream": "yes"}, {"tools": ["x"]}):
         with pytest.raises(openai.BadRequestError) as caught:
             await client.post("/responses", body={"model": "m", **bad}, cast_to=Response)
         assert caught.value.code == "session.input.invalid"

@@ -3,7 +3,17 @@
 ``create_app(store)`` is a Starlette app (``pip install 'redis-sessions[server]'``)
 that the official OpenAI clients and the Agents SDK talk to unchanged; the model
 behind it is :func:`stand_in_model` until you pass :func:`upstream_model`.
+See docs/server.md.
 """
+
+try:
+    import starlette  # noqa: F401
+except ImportError as exc:  # the base install has no web framework
+    raise ImportError(
+        "redis_sessions.server needs Starlette, which the 'server' extra installs: "
+        "pip install 'redis-sessions[server]' (from a checkout: pip install -e '.[server]')",
+        name="starlette",
+    ) from exc
 
 from .app import create_app
 from .errors import ApiError

@@ -1,4 +1,5 @@
-"""The Starlette app: routes, JSON bodies, and every error in OpenAI's shape."""
+"""The Starlette app: routes, JSON bodies, every error in OpenAI's shape, the
+startup check and the health endpoints."""
 
 from __future__ import annotations
 
@@ -9,17 +10,20 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..config import SessionConfig, create_conversation_store, create_response_session_store
 from ..conversations import ConversationStore
 from ..errors import SessionError
+from ..redis_client import RedisLink
 from ..responses import ChainStore
-from .errors import ApiError
+from .errors import NOT_FOUND, ApiError, log
+from .health import links_of, ping, startup_check
 from .model import Model, stand_in_model
 from .conversations import ConversationsApi, StoreLink
 from .responses import ResponsesApi
+from .streaming import stream_turn
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
@@ -36,11 +40,14 @@ async def json_body(request: Request) -> dict[str, Any]:
 
 
 async def api_error(request: Request, exc: Exception) -> Response:
+    """The error body a client reads, and the line the log gets for a store's error."""
     if isinstance(exc, SessionError):
-        exc = ApiError.from_session_error(exc)
+        ident = request.path_params.get(NOT_FOUND[exc.code][1]) if exc.code in NOT_FOUND else None
+        exc = ApiError.from_session_error(exc, ident=ident)
     elif isinstance(exc, HTTPException):
         exc = ApiError(exc.status_code, str(exc.detail), code="not_found" if exc.status_code == 404 else "invalid_request")
     assert isinstance(exc, ApiError)
+    exc.log(f"{request.method} {request.url.path}")
     return JSONResponse(exc.body(), status_code=exc.status)
 
 
@@ -53,7 +60,11 @@ async def internal_error(request: Request, exc: Exception) -> Response:
 
 def response_routes(api: ResponsesApi) -> list[Route]:
     async def create(request: Request) -> Response:
-        return JSONResponse(await api.create(await json_body(request)))
+        turn = await api.begin(await json_body(request))  # errors up to here are plain JSON errors
+        if turn.stream:
+            return StreamingResponse(stream_turn(api, turn), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache"})
+        return JSONResponse(await api.complete(turn))
 
     async def retrieve(request: Request) -> Response:
         return JSONResponse(await api.retrieve(request.path_params["response_id"]))
@@ -114,6 +125,21 @@ def conversation_routes(api: ConversationsApi) -> list[Route]:
     ]
 
 
+def health_routes(links: list[RedisLink]) -> list[Route]:
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})  # the process serves; Redis is readyz's
+
+    async def readyz(request: Request) -> Response:
+        try:
+            await ping(links)
+        except SessionError as exc:
+            log.info("GET /readyz: 503 %s: %s", exc.code.value, exc.message)
+            return JSONResponse({"status": "unavailable", "code": exc.code.value}, status_code=503)
+        return JSONResponse({"status": "ready"})
+
+    return [Route("/healthz", healthz, methods=["GET"]), Route("/readyz", readyz, methods=["GET"])]
+
+
 def create_app(
     store: ChainStore | None = None,
     conversations: ConversationStore | None = None,
@@ -128,7 +154,10 @@ def create_app(
     environment: Redis when ``REDIS_SESSIONS_URL`` is set, memory otherwise) and
     closed when the app shuts down; stores given are the caller's to close.
     ``model`` answers every turn: :func:`stand_in_model` until you pass
-    ``upstream_model(openai.AsyncOpenAI())``."""
+    ``upstream_model(openai.AsyncOpenAI())``. At startup (under a server that runs
+    the ASGI lifespan, as uvicorn does) Redis is PINGed: refused credentials or a
+    host name that does not resolve stop the app, an unreachable Redis is a warning
+    (:mod:`.health`)."""
     conv_store = conversations if conversations is not None else create_conversation_store(config or SessionConfig())
     # A store built here appends a conversation's turn in the same step as its save.
     chain_store = store if store is not None else create_response_session_store(
@@ -136,13 +165,17 @@ def create_app(
     owned = [built for built, given in ((chain_store, store), (conv_store, conversations)) if given is None]
     responses = ResponsesApi(chain_store, model, conversations=StoreLink(conv_store), default_model=default_model)
 
+    links = links_of(chain_store, conv_store)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await startup_check(links)
         yield
         for built in owned:
             await built.close()
 
-    app = Starlette(routes=response_routes(responses) + conversation_routes(ConversationsApi(conv_store)),
+    app = Starlette(routes=response_routes(responses) + conversation_routes(ConversationsApi(conv_store))
+                    + health_routes(links),
                     lifespan=lifespan,
                     exception_handlers={ApiError: api_error, SessionError: api_error, HTTPException: api_error,
                                         Exception: internal_error})

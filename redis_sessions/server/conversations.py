@@ -9,7 +9,6 @@ import msgspec
 
 from ..conversations.base import ConversationStore
 from ..conversations.checks import MAX_ITEMS_PER_CALL
-from ..errors import SessionError
 from ..models import Item
 from .errors import ApiError
 from .items import items_of, shaped
@@ -34,7 +33,7 @@ class ConversationsApi:
 
     async def create(self, body: Mapping[str, Any]) -> dict[str, Any]:
         given = body.get("items")
-        items = [shaped(item) for item in items_of(given, "items")] if given is not None else None
+        items = [shaped(item) for item in items_of(given, "items", MAX_ITEMS_PER_CALL)] if given is not None else None
         return _json(await self.store.create(items, _metadata(body)))
 
     async def retrieve(self, conversation_id: str) -> dict[str, Any]:
@@ -49,7 +48,7 @@ class ConversationsApi:
         return _json(await self.store.delete(conversation_id))
 
     async def add_items(self, conversation_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        items = [shaped(item) for item in items_of(body.get("items"), "items")]
+        items = [shaped(item) for item in items_of(body.get("items"), "items", MAX_ITEMS_PER_CALL)]
         return _json(await self.store.add_items(conversation_id, items))
 
     async def list_items(self, conversation_id: str, params: Mapping[str, str]) -> dict[str, Any]:
@@ -72,10 +71,7 @@ class StoreLink:
 
     async def history(self, conversation_id: str) -> list[Item]:
         """Every item, oldest first (the store's history: pages of 100, one call each)."""
-        try:
-            return await self.store.history(conversation_id)
-        except SessionError as exc:
-            raise ApiError.from_session_error(exc, "conversation") from None
+        return await self.store.history(conversation_id)
 
     async def append(self, conversation_id: str, items: list[Item]) -> None:
         """The turn's items, 20 per call (the store's limit). Each call is atomic; a turn of

@@ -47,9 +47,11 @@ def with_id(item: Item) -> Item:
     return copy
 
 
-def items_of(value: object, param: str) -> list[Item]:
+def items_of(value: object, param: str, limit: int | None = None) -> list[Item]:
     if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
         raise ApiError.invalid(f"{param} must be a list of items (objects)", param)
+    if limit is not None and len(value) > limit:
+        raise ApiError.invalid(f"{param} has {len(value)} items; at most {limit} in one request", param)
     return value
 
 

@@ -2,17 +2,21 @@
 delete, and ``input_items``, over a :class:`ResponseSessionStore`.
 
 A turn: check the request, rebuild the history (the chain's items, or the
-conversation's), call the model on history + this turn's input, then save the
+conversation's) and mint the response's id (:meth:`ResponsesApi.begin`), call the
+model on history + this turn's input (:meth:`~ResponsesApi.answer`), then save the
 response with the parent check (``store=False``: save nothing) and, in a
-conversation, append the turn's input and output items to it.
+conversation, append the turn's input and output items to it (:meth:`~ResponsesApi.keep`).
+A streamed turn (:mod:`.streaming`) takes the same steps between its events.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping, Protocol
 
 from ..clock import Clock, system_clock
-from ..errors import SessionError
+from ..errors import ErrorCode, SessionError
 from ..models import Item, StoredResponseRequestSnapshot, StoredResponseSession, StoredResponseSnapshot
 from ..responses import ChainStore, request_input_items
 from .errors import ApiError
@@ -80,6 +84,39 @@ def response_object(session: StoredResponseSession, *, stored: bool = True) -> d
     }
 
 
+@dataclass(frozen=True)
+class Turn:
+    """A checked request with its history and its id: all a model call and a save need."""
+
+    body: Mapping[str, Any]
+    previous: str | None
+    conversation: str | None
+    store: bool
+    stream: bool
+    metadata: dict[str, Any] | None
+    model: str
+    items: list[Item]
+    request: StoredResponseRequestSnapshot
+    history: list[Item]
+    response_id: str
+    created_at: int
+
+
+@contextlib.contextmanager
+def turn_errors(previous: str | None, conversation: str | None) -> Iterator[None]:
+    """A turn's parent that is gone (never saved, expired, deleted, even while the model
+    answered) is OpenAI's 400 ``previous_response_not_found``; its conversation that is
+    gone, a 404 naming ``conversation``."""
+    try:
+        yield
+    except SessionError as exc:
+        if exc.code is ErrorCode.CHAIN_NOT_FOUND and previous is not None:
+            raise ApiError.previous_not_found(previous, exc) from None
+        if exc.code is ErrorCode.CONVERSATION_NOT_FOUND and conversation is not None:
+            raise ApiError.from_session_error(exc, "conversation", conversation) from None
+        raise
+
+
 class ResponsesApi:
     def __init__(self, store: ChainStore, model: Model, *, conversations: ConversationLink | None = None,
                  default_model: str = "stand-in", clock: Clock = system_clock) -> None:
@@ -94,54 +131,82 @@ class ResponsesApi:
             if self.conversations is None:
                 raise ApiError.invalid("this server has no conversation store", "conversation")
             return await self.conversations.history(conversation)
-        try:
-            return (await self.store.resolve_chain(previous)).input_items  # one round trip, any depth
-        except SessionError as exc:
-            raise ApiError.from_session_error(exc, "previous_response_id") from None
+        return (await self.store.resolve_chain(previous)).input_items  # one round trip, any depth
 
-    async def create(self, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def begin(self, body: Mapping[str, Any]) -> Turn:
+        """Check the request, rebuild its history and mint its id; nothing is written."""
         previous = _optional(body, "previous_response_id", str, "a string")
         conversation = conversation_id(body.get("conversation"))
         if previous is not None and conversation is not None:
             raise ApiError.invalid("Mutually exclusive parameters: Ensure you are only providing one of: "
                                    "'previous_response_id' or 'conversation'.", "conversation")
-        if body.get("stream"):
-            raise ApiError.invalid("streaming is not supported by this server", "stream")
+        stream = _optional(body, "stream", bool, "a boolean")
         store = _optional(body, "store", bool, "a boolean")
         metadata = _optional(body, "metadata", dict, "an object")
         model = _optional(body, "model", str, "a string") or self.default_model
         items = input_items(body.get("input", ""))
         request = request_snapshot(body, items, model)
-        history = await self._history(previous, conversation)
-        reply = await self.model(ModelCall(model=model, instructions=request.instructions,
-                                           input=history + items, body=dict(body)))
-        output = [with_id(item) for item in reply.output]
-        atomic = conversation is not None and self.store.conversations is not None
-        if atomic:  # the conversation's responses live in its slot, found by locator
-            response_id = await self.store.new_response_id(conversation_id=conversation)
-        else:
-            response_id = await self.store.new_response_id(previous)  # in its parent's thread
-        now = int(self.clock())
+        with turn_errors(previous, conversation):
+            history = await self._history(previous, conversation)
+            if conversation is not None and self.store.conversations is not None:
+                # the conversation's responses live in its slot, found by locator
+                response_id = await self.store.new_response_id(conversation_id=conversation)
+            else:
+                response_id = await self.store.new_response_id(previous)  # in its parent's thread
+        return Turn(body=body, previous=previous, conversation=conversation, store=store is not False,
+                    stream=bool(stream), metadata=metadata, model=model, items=items, request=request,
+                    history=history, response_id=response_id, created_at=int(self.clock()))
+
+    def pending(self, turn: Turn) -> dict[str, Any]:
+        """The response while the model works on it (a stream's first events)."""
         session = StoredResponseSession(
-            id=response_id, previous_response_id=previous, conversation_id=conversation, created_at=now,
-            completed_at=now if reply.status == "completed" else None, status=reply.status, request=request,
-            response=StoredResponseSnapshot(id=response_id, output=output, usage=reply.usage), metadata=metadata,
+            id=turn.response_id, previous_response_id=turn.previous, conversation_id=turn.conversation,
+            created_at=turn.created_at, status="in_progress", request=turn.request,
+            response=StoredResponseSnapshot(id=turn.response_id, output=[]), metadata=turn.metadata)
+        return response_object(session, stored=turn.store)
+
+    async def answer(self, turn: Turn) -> StoredResponseSession:
+        """The model's reply to the turn, as the session a save stores."""
+        reply = await self.model(ModelCall(model=turn.model, instructions=turn.request.instructions,
+                                           input=turn.history + turn.items, body=dict(turn.body)))
+        output = [with_id(item) for item in reply.output]
+        now = int(self.clock())
+        return StoredResponseSession(
+            id=turn.response_id, previous_response_id=turn.previous, conversation_id=turn.conversation,
+            created_at=turn.created_at, completed_at=now if reply.status == "completed" else None,
+            status=reply.status, request=turn.request,
+            response=StoredResponseSnapshot(id=turn.response_id, output=output, usage=reply.usage),
+            metadata=turn.metadata,
         )
-        if store is False:
-            return response_object(session, stored=False)
-        # Refused (409) if another worker answered this turn first with this id.
-        await self.store.save(session, expected_previous_response_id=previous)
-        if conversation is not None and self.conversations is not None and not atomic:
-            # A response store built without the conversation store: two writes, the
-            # response saved, then the turn appended. If the append fails the response
-            # exists and the conversation lacks the turn (the client sees the error).
-            await self.conversations.append(conversation, items + output)
-        return response_object(session)
+
+    async def keep(self, turn: Turn, session: StoredResponseSession) -> None:
+        """Save the answered turn (``store=False``: nothing) with the parent check; in a
+        conversation, the turn's items are appended in the same script."""
+        if not turn.store:
+            return
+        with turn_errors(turn.previous, turn.conversation):
+            # Refused (409) if another worker answered this turn first with this id.
+            await self.store.save(session, expected_previous_response_id=turn.previous)
+            if turn.conversation is not None and self.conversations is not None and self.store.conversations is None:
+                # A response store built without the conversation store: two writes, the
+                # response saved, then the turn appended. If the append fails the response
+                # exists and the conversation lacks the turn (the client sees the error).
+                await self.conversations.append(turn.conversation, turn.items + session.response.output)
+
+    async def complete(self, turn: Turn) -> dict[str, Any]:
+        """The turn answered and saved, as one ``Response`` body."""
+        session = await self.answer(turn)
+        await self.keep(turn, session)
+        return response_object(session, stored=turn.store)
+
+    async def create(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """A whole turn in one body (a ``stream: true`` request's events: :mod:`.streaming`)."""
+        return await self.complete(await self.begin(body))
 
     async def _session(self, response_id: str) -> StoredResponseSession:
         session = await self.store.get(response_id)
         if session is None:
-            raise ApiError.not_found(f"No response found with id {response_id!r}.")
+            raise ApiError.not_found(ErrorCode.CHAIN_NOT_FOUND, response_id)
         return session
 
     async def retrieve(self, response_id: str) -> dict[str, Any]:
@@ -149,7 +214,7 @@ class ResponsesApi:
 
     async def delete(self, response_id: str) -> dict[str, Any]:
         if not await self.store.delete(response_id):
-            raise ApiError.not_found(f"No response found with id {response_id!r}.")
+            raise ApiError.not_found(ErrorCode.CHAIN_NOT_FOUND, response_id)
         return {"id": response_id, "object": "response", "deleted": True}
 
     async def input_items(self, response_id: str, params: Mapping[str, str]) -> dict[str, Any]:
