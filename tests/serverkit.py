@@ -58,8 +58,13 @@ async def listening(app: Any, *, lifespan: str = "off") -> AsyncIterator[uvicorn
     (so the app's stores may use the test's clients); ``server.started`` is False if the
     app's startup failed (``lifespan="on"``), and then the server has already stopped."""
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), lifespan=lifespan,
-                                           log_level="warning", access_log=False))
-    task = asyncio.create_task(server.serve())
+                                           log_level="warning", log_config=None, access_log=False))
+
+    async def serve() -> None:
+        with contextlib.suppress(SystemExit):  # uvicorn exits (3) when the app's startup fails
+            await server.serve()
+
+    task = asyncio.create_task(serve())
     deadline = time.monotonic() + 30
     while not server.started and not task.done():
         assert time.monotonic() < deadline, "uvicorn did not start"
