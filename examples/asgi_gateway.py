@@ -6,9 +6,11 @@ Run any number of these behind a load balancer against one Redis:
 
 and point any OpenAI client at it (``base_url="http://localhost:8000/v1"``).
 It serves ``/v1/responses`` (``previous_response_id``, ``conversation``, ``store``,
-retrieve, delete, ``input_items``) and ``/v1/conversations`` with OpenAI's shapes
-and error bodies. The model is a stand-in that echoes; to serve a real one, change
-the ``model=`` line to ``model=upstream_model(AsyncOpenAI())`` (``from openai import AsyncOpenAI``).
+``stream``, retrieve, delete, ``input_items``) and ``/v1/conversations`` with OpenAI's
+shapes and error bodies, and ``/readyz`` and ``/healthz`` for probes; at startup a
+wrong Redis password stops it (docs/server.md). The model is a stand-in that echoes;
+to serve a real one, change the ``model=`` line to ``model=upstream_model(AsyncOpenAI())``
+(``from openai import AsyncOpenAI``).
 """
 
 from __future__ import annotations
