@@ -236,3 +236,12 @@ async def test_any_worker_continues_any_conversation(backend: Any) -> None:
     assert len([i async for i in two.conversations.items.list(conversation.id)]) == 8
     for _, http in clients:
         await http.aclose()
+
+
+async def test_probes_on_every_backend(served: Served) -> None:
+    """/readyz PINGs the stores' Redis (on a cluster, through the cluster client);
+    /healthz answers without it."""
+    ready = await served.http.get("http://server/readyz")
+    assert ready.status_code == 200 and ready.json() == {"status": "ready"}
+    live = await served.http.get("http://server/healthz")
+    assert live.status_code == 200 and live.json() == {"status": "ok"}

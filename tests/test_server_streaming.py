@@ -239,3 +239,23 @@ async def test_a_client_gone_after_a_delta_leaves_nothing_stored(backend: Any) -
     assert await store.get(events[0][1]["response"]["id"]) is None
     assert [s.id for s in (await store.resolve_chain(first.id)).sessions] == [first.id]
     await http.aclose()
+
+
+async def test_a_function_call_streams_its_arguments(backend: Any) -> None:
+    async def calling(call: ModelCall) -> ModelReply:
+        return ModelReply(output=[{"type": "function_call", "call_id": "call_1", "name": "lookup",
+                                   "arguments": '{"city": "Oslo"}', "status": "completed"}])
+
+    client, http = client_for(create_app(make_store(backend), make_conversations(backend), model=calling))
+    reply = await http.post("http://server/v1/responses", json={"input": "weather?", "stream": True})
+    blocks = sse_blocks(reply.text)
+    events = TypeAdapter(list[ResponseStreamEvent]).validate_python([payload for _, payload in blocks])
+    assert [e.type for e in events] == [
+        "response.created", "response.in_progress", "response.output_item.added",
+        "response.function_call_arguments.delta", "response.function_call_arguments.done",
+        "response.output_item.done", "response.completed"]
+    assert events[4].arguments == '{"city": "Oslo"}'  # type: ignore[union-attr]
+    final = events[-1].response  # type: ignore[union-attr]
+    assert final.output[0].type == "function_call" and final.output[0].id.startswith("fc_")
+    assert (await client.responses.retrieve(final.id)).output[0].name == "lookup"  # type: ignore[union-attr]
+    await http.aclose()
