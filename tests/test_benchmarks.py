@@ -1,11 +1,14 @@
-"""The benchmarks are not run here (they are measurements, not tests), but they must not
-rot: each one imports, and the save-parts benchmark's cuts still find their lines in the
-save script and still compile, so a change to lua/chain_lib.lua that moves a line fails
-here rather than in the next measurement."""
+"""The benchmarks are not measured here (they are measurements, not tests), but they must
+not rot: each one imports, bench_peers.py runs its ``--quick`` smoke run (structure
+only), and the save-parts benchmark's cuts still find their lines in the save script
+and still compile, so a change to lua/chain_lib.lua that moves a line fails here rather
+than in the next measurement."""
 
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ from lupa.lua51 import LuaRuntime  # the Lua of Redis and of fakeredis: a second
 from chains import make_store
 from redis_sessions.responses.redis_engine import _save_args
 from redis_sessions.scripts import script
+from servers import REDIS_SERVER
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
@@ -100,3 +104,43 @@ async def test_the_save_as_a_function_is_the_save_script(redis_backend):
             assert by_function[store.keys.data_field(request.response_id).encode()] == request.blob
     finally:
         await client.delete(copy)
+
+
+# Every row bench_peers.py prints, as (how its name starts, what else it holds): --quick
+# resolves a chain of 4 records, not 64.
+PEER_ROWS = [(what, kind) for what in ("pop_item", "add_items (1 item)", "get_items(limit=20), 200 items",
+                                       "save 0.7 KB (", "save 20 KB (", "get 0.7 KB", "resolve_chain, 4 records",
+                                       "get_items(), 200 items") for kind in (": wall", ": Redis CPU")]
+PEER_ROWS += [("save 0.7 KB:", "Redis CPU"), ("save 20 KB:", "Redis CPU")]
+PEER_ROWS += [(f"gateway turn, {n}", kind) for n in ("1 worker process:", "4 worker processes:")
+              for kind in ("turns per second", "worker CPU", "Redis CPU")]
+PEER_ROWS += [(f"memory per stored response, {size}", "") for size in ("0.7 KB", "20 KB")]
+
+
+@pytest.mark.real
+@pytest.mark.slow
+@pytest.mark.skipif(not REDIS_SERVER, reason="redis-server is not installed")
+def test_the_peers_benchmark_runs_and_prints_every_row(tmp_path):
+    """``bench_peers.py --quick`` on its own private server: the header, one table with
+    every row (a number in ours, a ratio and a verdict where there is a target), and the
+    chart. Structure only: a smoke run's timings mean nothing."""
+    svg = tmp_path / "peers.svg"
+    run = subprocess.run([sys.executable, str(BENCHMARKS / "bench_peers.py"), "--quick", "--svg", str(svg)],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("redis-server ") and "hiredis " in lines[0] and "Python " in lines[0]
+    assert lines[1].startswith("command: ") and "--quick" in lines[1]
+    table = [line for line in lines if line.startswith("|")]
+    assert table[0].startswith("| measurement | peer | ours |") and len(table) == len(lines) - lines.index(table[0])
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in table[2:]]
+    assert all(len(row) == 7 for row in cells)
+    assert len(cells) == len(PEER_ROWS)
+    for start, kind in PEER_ROWS:
+        assert sum(row[0].startswith(start) and kind in row[0] for row in cells) == 1, (start, kind)
+    for what, peer, ours, theirs, ratio, target, met in cells:
+        assert ours.split()[0].replace(",", "").replace(".", "").isdigit(), what
+        assert (peer == "none") == (theirs == "" == ratio), what
+        assert met in ("", "yes", "no"), what
+        assert bool(target) == (met != ""), what
+    assert "<svg" in svg.read_text()
