@@ -187,7 +187,7 @@ def test_chain(seeded: Seeded) -> None:
     table = cli("chain", seeded.ids[-1], *seeded.args())
     assert table.returncode == 0 and all(rid in table.stdout for rid in seeded.ids)
     too_deep = cli("chain", seeded.ids[-1], "--max-depth", "2", *seeded.args())
-    assert_one_line_error(too_deep)
+    assert_one_line_error(too_deep, 4)
     assert "session.chain.depth_exceeded" in too_deep.stderr
 
 
@@ -230,7 +230,7 @@ async def _keys(url: str, pattern: str) -> list[bytes]:
 
 async def test_purge_refuses_without_yes_when_not_a_tty(seeded: Seeded) -> None:
     before = await _keys(seeded.url, f"{seeded.prefix}*")
-    assert_one_line_error(cli("purge", *seeded.args()))  # stdin is /dev/null
+    assert_one_line_error(cli("purge", *seeded.args()), 2)  # stdin is /dev/null
     assert sorted(await _keys(seeded.url, f"{seeded.prefix}*")) == sorted(before)
 
 
@@ -326,21 +326,21 @@ def test_unknown_id_is_one_line(redis_server: Any) -> None:
         result = cli(command, "resp_0123456789abcdef_0123456789abcdef0123456789abcdef", *args)
         assert_one_line_error(result)
         assert "session.chain.not_found" in result.stderr
-    assert_one_line_error(cli("show", "has space", *args))
+    assert_one_line_error(cli("show", "has space", *args), 2)
 
 
 def test_unreachable_server_is_one_line() -> None:
     for command in (["show", "resp_x"], ["stats"], ["demo", "--workers", "1"]):
         result = cli(*command, "--url", f"redis://127.0.0.1:{closed_port()}/0")
-        assert_one_line_error(result)
+        assert_one_line_error(result, 3)
         assert "session.backend.unavailable" in result.stderr
 
 
 def test_wrong_url_is_one_line() -> None:
     for command in (["show", "resp_x"], ["purge", "--yes"], ["demo"]):
         result = cli(*command, "--url", "foo://x")
-        assert_one_line_error(result)
-        assert "bad Redis URL" in result.stderr
+        assert_one_line_error(result, 2)
+        assert "session.input.invalid: bad Redis URL" in result.stderr
 
 
 def test_bad_usage_exits_2() -> None:

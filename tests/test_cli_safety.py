@@ -174,11 +174,13 @@ async def test_the_help_example_keeps_the_demos_fresh_data(redis_server: Any, ki
     args = ["--url", redis_server.url, "--prefix", prefix]
     demo = cli("demo", *args, "--workers", "2", "--conversations", "4", "--turns", "2", "--json")
     assert demo.returncode == 0, demo.stderr
-    example = next(line for line in EPILOG.splitlines() if "purge" in line).split("(")[0].split()
-    assert example[:2] == ["redis-sessions", "purge"] and "--yes" in example
+    example = next(line for line in EPILOG.splitlines() if "redis-sessions purge" in line).split("(")[0].split()
+    assert example[:2] == ["redis-sessions", "purge"] and "--dry-run" in example
     before = await all_values(redis_server.url, f"{prefix}:*")
     assert before
     result, _ = run_json(*example[1:], *args)
+    assert result["would_delete"] == [] and result["kept_active"] > 0
+    result, _ = run_json(*example[1:-1], "--yes", *args)  # and for real: the same
     assert result["deleted_keys"] == 0
     assert await all_values(redis_server.url, f"{prefix}:*") == before
 
@@ -198,7 +200,7 @@ async def test_a_purge_that_keeps_a_thread_keeps_its_locators(redis_server: Any)
     code, out, err = interactive(["purge", "--idle-older-than", "3600", "--url", redis_server.url,
                                   "--prefix", prefix, "--json"], write_to_it)
     assert code == 0, err
-    assert "delete 3 keys (2 locator, 1 thread)" in err
+    assert "delete 3 keys (2 locators, 1 thread)" in err
     result = json.loads(out)
     assert result["deleted_keys"] == 0 and result["kept_active"] >= 1 and result["kept_locators"] == 2
     for rid in ("ext-root", "ext-child"):
@@ -290,7 +292,7 @@ async def test_no_output_shows_the_password(fault_servers: Callable[..., FaultSe
     assert runs[0].returncode == 0 and runs[-1].returncode == 0 and runs[-2].returncode == 0
     assert "session.backend.denied" in runs[9].stderr and ":***@" in runs[4].stdout
     prompt = interactive(["purge", *args], lambda: None, b"n\n")
-    assert prompt[0] == 1 and ":***@" in prompt[2]
+    assert prompt[0] == 0 and ":***@" in prompt[2] and "purge cancelled: nothing was deleted" in prompt[2]
     assert_no_secret(prompt)
     assert_no_secret(cli("purge", "--yes", *args, "--json"))
 
@@ -306,18 +308,18 @@ async def test_keys_an_acl_forbids_fail_the_command_with_a_count(fault_servers: 
     before = await all_values(server.url, f"{prefix}:*")
     args = ["--url", server.url_for("tenant", "tenant-pw"), "--prefix", prefix]
 
-    result, run = run_json("purge", "--yes", *args, code=1)
+    result, run = run_json("purge", "--yes", *args, code=3)
     assert result["deleted_keys"] == 0 and result["by_kind"] == {}
     assert result["failed"] == {"session.backend.denied": 5}
     error = json_error(run)
     assert error["code"] == "session.backend.denied" and error["message"].startswith("purge: 5 keys failed")
 
     human = cli("purge", "--yes", "--idle-older-than", "60", *args)
-    assert_one_line_error(human)
+    assert_one_line_error(human, 3)
     assert re.search(r"error: session\.backend\.denied: purge: \d+ keys failed \(\d+ session\.backend\.denied\)",
                      human.stderr)
     stats = cli("stats", *args)
-    assert_one_line_error(stats)
+    assert_one_line_error(stats, 3)
     assert "stats: 5 keys failed" in stats.stderr
     assert await all_values(server.url, f"{prefix}:*") == before
 
@@ -331,9 +333,11 @@ def test_json_errors_are_json(redis_server: Any) -> None:
     usage = cli("chain", "--json", *args)
     assert usage.returncode == 2 and json_error(usage)["code"] == "session.input.invalid"
     down = cli("stats", "--json", "--url", "redis://127.0.0.1:1/0")
-    assert down.returncode == 1 and json_error(down)["code"] == "session.backend.unavailable"
+    assert down.returncode == 3 and json_error(down)["code"] == "session.backend.unavailable"
     bad = cli("items", "has space", *args, "--json")
-    assert bad.returncode == 1 and json_error(bad)["code"] == "session.id.invalid"
+    assert bad.returncode == 2 and json_error(bad)["code"] == "session.id.invalid"
+    never = cli("items", "never", *args, "--json")
+    assert never.returncode == 1 and json_error(never)["code"] == "not_found" and never.stdout == ""
 
 
 async def test_items_reports_corrupt_entries_and_wrong_types(redis_server: Any) -> None:
@@ -351,15 +355,18 @@ async def test_items_reports_corrupt_entries_and_wrong_types(redis_server: Any) 
         await client.aclose()
     args = ["--url", redis_server.url, "--prefix", prefix]
     found, _ = run_json("items", "all-bad", *args)
-    assert found["items"] == [] and found["corrupt_entries"] == 3 and found["exists"] is True
+    assert found["items"] == [] and found["corrupt_entries"] == 3
     human = cli("items", "all-bad", *args)
-    assert human.returncode == 0 and "none of them decodes" in human.stdout and "no items" not in human.stdout
+    assert human.returncode == 0 and "0 items" in human.stdout
+    assert "3 stored entries of 3 do not decode (corrupt): get_items skips them" in human.stdout
     found, _ = run_json("items", "some-bad", *args)
     assert [i["content"] for i in found["items"]] == ["item 0"] and found["corrupt_entries"] == 2
-    assert "2 of 3 stored entries" in cli("items", "some-bad", *args).stdout
-    assert "does not exist" in cli("items", "never", *args).stdout
+    assert "2 stored entries of 3 do not decode" in cli("items", "some-bad", *args).stdout
+    never = cli("items", "never", *args)
+    assert_one_line_error(never, 1)
+    assert "error: not_found: item session 'never' was not found" in never.stderr
     wrong = cli("items", "a-string", *args)
-    assert_one_line_error(wrong)
+    assert_one_line_error(wrong, 4)
     assert "session.record.corrupt" in wrong.stderr and "holds a Redis string" in wrong.stderr
 
 
@@ -394,7 +401,7 @@ async def test_a_standalone_url_to_a_cluster_node_is_refused(redis_cluster: Any)
                     ["show", keys["minted"]], ["delete", keys["minted"]], ["items", "s-1"],
                     ["demo", "--workers", "1", "--conversations", "1", "--turns", "1"]):
         result = cli(*command, *args)
-        assert_one_line_error(result)
+        assert_one_line_error(result, 2)
         assert "session.input.invalid" in result.stderr and "redis+cluster://" in result.stderr
     assert json_error(cli("purge", "--yes", *args, "--json"))["code"] == "session.input.invalid"
     assert await all_values(redis_cluster.url, f"{prefix}:*") == before
@@ -407,8 +414,8 @@ async def test_a_locator_is_put_back_if_a_save_lands_while_purge_deletes_it(
     points the locator back, as the store's own delete does."""
     from redis.asyncio import Redis
 
-    from redis_sessions.cli import output, purge
-    from redis_sessions.cli.common import Target
+    from redis_sessions.cli import purge
+    from redis_sessions.cli.common import Target, settings
     from redis_sessions.cli.keyscan import Key
 
     prefix = fresh_prefix()
@@ -427,8 +434,8 @@ async def test_a_locator_is_put_back_if_a_save_lands_while_purge_deletes_it(
 
     monkeypatch.setattr(purge, "pipelined", pipelined)
     plan = purge.Plan(locators=[(Key(ks.locator("ext-x"), "locator", "ext-x"), ks.thread(tag))])
-    with output.Progress("deleting", enabled=False) as bar:
-        deleted = await purge._delete_locators(client, Target(redis_server.url, prefix), plan, False, bar)
+    deleted = await purge._delete_locators(client, Target(settings(redis_server.url, prefix)), plan, False,
+                                           lambda n: None)
     assert deleted == 0 and len(plan.failures) == 0
     assert await client.get(ks.locator("ext-x")) == tag.encode()
     assert 0 < await client.pttl(ks.locator("ext-x")) <= 60_000
