@@ -82,9 +82,11 @@ def user_turn(conversation: int, turn: int, branch: str) -> list[Item]:
     return [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}]
 
 
-def conversation_kind(index: int, items_available: bool) -> str:
+def conversation_kind(index: int, workers: int) -> str:
+    """Conversations cycle through the kinds; a race needs two workers (one worker would
+    save the same record twice, which is a retry and succeeds), so with one it is plain."""
     kind = KINDS[index % len(KINDS)]
-    return "plain" if kind == "items" and not items_available else kind
+    return "plain" if kind == "race" and workers < 2 else kind
 
 
 # -- the worker process ----------------------------------------------------
@@ -279,7 +281,7 @@ class Coordinator:
         return self.opts.turns // 2
 
     def kinds(self) -> list[str]:
-        return [conversation_kind(i, self.items is not None) for i in range(self.opts.conversations)]
+        return [conversation_kind(i, self.opts.workers) for i in range(self.opts.conversations)]
 
     def expected_turns(self) -> int:
         extra = self.opts.turns - self.branch_at if self.opts.turns >= 2 else 0
@@ -416,7 +418,7 @@ async def run_demo(opts: DemoOptions) -> dict[str, Any]:
         pool = Pool(opts)
         coordinator = Coordinator(opts, pool, store, items)
         try:
-            output.note(f"starting {opts.workers} worker processes", quiet=opts.json)
+            output.note(f"starting {output.plural(opts.workers, 'worker process', 'worker processes')}", quiet=opts.json)
             await pool.start()
             started = time.perf_counter()
             await coordinator.run()
