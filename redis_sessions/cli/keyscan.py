@@ -13,7 +13,8 @@ is dropped unread, and the others count as this prefix's only once
 :func:`prove_legacy` has shown that their thread is here and holds their id.
 
 Per-key errors (``NOPERM``, ``MOVED``, ...) come back from :func:`pipelined` as
-values; :class:`Failures` counts them, and a command that met any exits 1.
+values; :class:`Failures` counts them, and a command that met any fails with the
+most frequent one's code (and its exit code) once it has done the rest.
 """
 
 from __future__ import annotations
@@ -152,10 +153,6 @@ def _number(value: Any) -> int | None:
         return None
 
 
-def is_cluster(client: AnyRedis) -> bool:
-    return isinstance(client, RedisCluster)
-
-
 async def primaries(client: AnyRedis) -> list[Any]:
     """The nodes to scan: every primary of a cluster by name (a cursor names one by its
     place), or ``[None]`` for one server."""
@@ -253,7 +250,7 @@ def wrong_type(value: Any) -> bool:
 
 @dataclass
 class Failures:
-    """Per-key errors, by code: a command that met any fails (exit 1) after doing the rest."""
+    """Per-key errors, by code: a command that met any fails after doing the rest."""
 
     codes: Counter[str] = field(default_factory=Counter)
     first: dict[str, str] = field(default_factory=dict)
