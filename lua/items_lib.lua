@@ -16,7 +16,7 @@ local LINE = '^ (%d+) ([^ \n]+) (%d+) ([^ \n]*) (%d*) (%d+) (%d+) (%d+) (%d+)([^
 
 local function plausible(e)
   local b = string.byte(e, 1)
-  return b ~= nil and ((b >= 128 and b <= 143) or b == 222 or b == 223)
+  return b ~= nil and ((b >= 128 and b <= 143) or b == 222 or b == 223 or b == 193)  -- a map, or packed (0xc1)
 end
 
 local function corrupt(what)

@@ -55,6 +55,10 @@ class SessionConfig(BaseSettings):
     """Records leave out the ids their reader knows (about 108 bytes of a gateway's small
     response). Builds before compact records cannot read them (they refuse them as
     corrupt): while such a worker still reads the store, set False."""
+    compression: bool = True
+    """Records and items of 512 bytes or more are stored zstd-compressed where that makes
+    them smaller (English prose: 1.6x at 0.7 KB, 2.6x at 20 KB). Builds before this one
+    cannot read them: while such a worker still reads the store, set False."""
     max_batch_bytes: int = Field(default=MAX_BATCH_BYTES, ge=1024)
     """Item sessions: the most bytes one ``add_items`` call may add (its items, encoded)."""
 
@@ -136,6 +140,7 @@ def create_response_session_store(config: SessionConfig, *, conversations: Conve
         replay_instructions=config.replay_instructions,
         response_expiry=config.response_expiry,
         compact_records=config.compact_records,
+        compression=config.compression,
         conversations=conversations,
     )
     if config.store_backend == "memory":
@@ -152,7 +157,8 @@ def create_item_session(config: SessionConfig, session_id: str) -> ItemSession:
     A Redis session built here owns its client: ``await session.close()`` when done.
     """
     options: dict[str, Any] = dict(key_prefix=config.key_prefix, ttl_seconds=config.ttl_seconds,
-                                   sliding_ttl=config.sliding_ttl, max_batch_bytes=config.max_batch_bytes)
+                                   sliding_ttl=config.sliding_ttl, max_batch_bytes=config.max_batch_bytes,
+                                   compression=config.compression)
     if config.store_backend == "memory":
         return MemorySession(session_id, **options)
     assert config.url is not None
@@ -167,7 +173,8 @@ def create_conversation_store(config: SessionConfig) -> ConversationStore:
     item limits and client settings. A Redis store built here owns its client:
     ``await store.close()`` when done."""
     options: dict[str, Any] = dict(key_prefix=config.key_prefix, ttl_seconds=config.ttl_seconds,
-                                   sliding_ttl=config.sliding_ttl, max_batch_bytes=config.max_batch_bytes)
+                                   sliding_ttl=config.sliding_ttl, max_batch_bytes=config.max_batch_bytes,
+                                   compression=config.compression)
     if config.store_backend == "memory":
         return MemoryConversationStore(**options)
     assert config.url is not None

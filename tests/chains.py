@@ -16,7 +16,10 @@ from redis_sessions.responses import ChainStore
 
 
 def make_store(backend: Any, **options: Any) -> ChainStore:
-    """A store on ``backend``'s server and prefix."""
+    """A store on ``backend``'s server and prefix. Records are stored uncompressed unless
+    ``compression=True`` is passed: the chain tests size their records (a payload of "x"
+    would compress to nothing); tests/test_compression.py runs the chains compressed."""
+    options.setdefault("compression", False)
     return RedisResponseSessionStore(backend.client, key_prefix=backend.prefix, **options)
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from chains import linear, make_store, plant, record
 from redis_sessions import ErrorCode, SessionError, StoredResponseSession
-from redis_sessions.codec import COMPACT, ID_LEFT_OUT, RESPONSE_ID_LEFT_OUT, decode_session
+from redis_sessions.codec import PACKED as COMPACT, ID_LEFT_OUT, RESPONSE_ID_LEFT_OUT, decode_session
 from redis_sessions.responses.jumps import JUMP_BYTES, JUMPS
 from redis_sessions.responses.redis_engine import WALK_STEPS
 from redis_sessions.responses.store import encode_record
@@ -130,7 +130,7 @@ def test_a_compact_record_is_refused_loudly_by_a_reader_that_does_not_know_it():
     with pytest.raises(msgspec.DecodeError):
         msgspec.msgpack.Decoder(StoredResponseSession).decode(blob)
     assert decode_session(blob, "here", rid) == session
-    for bad, why in ((blob, "without its id"), (bytes([COMPACT, 4]) + blob[2:], "does not know"),
+    for bad, why in ((blob, "without its id"), (bytes([COMPACT, 8]) + blob[2:], "does not know"),
                      (bytes([COMPACT, 0]) + blob[2:], "does not know"), (bytes([COMPACT]), "does not know"),
                      (bytes([COMPACT, ID_LEFT_OUT]) + encode_record(session), "holds an id")):
         with pytest.raises(SessionError) as err:

@@ -92,6 +92,7 @@ class Faulty:
         Its budget is FAULT_BUDGET: what is counted here is lost and duplicated writes, and
         a recovery on a loaded machine (three test processes on two cores) can outlast 5 s."""
         options.setdefault("timeout", FAULT_BUDGET)
+        options.setdefault("compression", False)  # the reads are sized by their records ("x" * size)
         return RedisResponseSessionStore.from_url(self.url, key_prefix=self.prefix,
                                                   redis_kwargs={**self.redis_kwargs, **(redis_kwargs or {})}, **options)
 

@@ -46,7 +46,9 @@ def lru_server() -> Iterator[FaultServer]:
 async def test_eviction_takes_item_sessions_whole_and_never_splits_one(lru_server: FaultServer) -> None:
     client = Redis.from_url(lru_server.url)
     try:
-        sessions = [RedisSession(f"s{i}", client=client, key_prefix="ev", ttl_seconds=3600) for i in range(400)]
+        sessions = [RedisSession(f"s{i}", client=client, key_prefix="ev", ttl_seconds=3600,
+                                compression=False)  # "x" pads must take memory
+                    for i in range(400)]
         added: dict[str, list[dict[str, Any]]] = {}
         for round_ in range(3):  # the server evicts while the sessions grow
             for s in sessions:
@@ -77,7 +79,7 @@ async def test_eviction_takes_item_sessions_whole_and_never_splits_one(lru_serve
 
 async def test_a_compaction_never_drops_an_item_appended_after_its_snapshot_across_eviction(lru_server: FaultServer) -> None:
     client = Redis.from_url(lru_server.url)
-    sessions = [RedisSession(f"c{i}", client=client, key_prefix="evc", ttl_seconds=3600) for i in range(300)]
+    sessions = [RedisSession(f"c{i}", client=client, key_prefix="evc", ttl_seconds=3600, compression=False) for i in range(300)]
     for s in sessions:
         await s.add_items([msg(s.session_id, i, 600) for i in range(3)])
     snapshots = {s.session_id: await s.snapshot() for s in sessions}

@@ -67,6 +67,7 @@ class ConversationStore(ABC):
         sliding_ttl: bool = False,
         max_item_bytes: int = MAX_ITEM_BYTES,
         max_batch_bytes: int = MAX_BATCH_BYTES,
+        compression: bool = True,
         clock: Clock = system_clock,
     ) -> None:
         self.keys = KeySpace(key_prefix)
@@ -76,6 +77,10 @@ class ConversationStore(ABC):
         self._slide_ms = self._ttl_ms if sliding_ttl else 0
         self.max_item_bytes = validate.integer(max_item_bytes, "max_item_bytes", minimum=1, maximum=64 << 20)
         self.max_batch_bytes = validate.integer(max_batch_bytes, "max_batch_bytes", minimum=1, maximum=256 << 20)
+        self.compression = validate.flag(compression, "compression")
+        """Items of ``codec.COMPRESS_MIN_BYTES`` or more are stored zstd-compressed where that
+        makes them smaller; a build before this one cannot read them: while one still reads
+        the store, pass False."""
         self._clock = clock
 
     @property
@@ -95,7 +100,7 @@ class ConversationStore(ABC):
         encoding, checked as an append's are (ids minted where missing), at most
         ``MAX_ITEMS_PER_TURN``. The response store calls it, so it needs no import of this
         package (responses and conversations are siblings)."""
-        _, ids, entries = checks.items(items, self.max_item_bytes, self.max_batch_bytes, allow_empty=True,
+        _, ids, entries = checks.items(items, self.max_item_bytes, self.max_batch_bytes, self.compression, allow_empty=True,
                                        max_items=checks.MAX_ITEMS_PER_TURN)
         return [part for pair in zip((i.encode() for i in ids), entries) for part in pair]
 
@@ -105,7 +110,7 @@ class ConversationStore(ABC):
                      metadata: Optional[dict[str, str]] = None) -> Conversation:
         """A new conversation (id ``conv_`` + 48 hex) holding ``items`` (at most 20)."""
         meta = checks.metadata(metadata)
-        _, ids, entries = checks.items(items, self.max_item_bytes, self.max_batch_bytes, allow_empty=True)
+        _, ids, entries = checks.items(items, self.max_item_bytes, self.max_batch_bytes, self.compression, allow_empty=True)
         conversation_id = mint_id("conv")
         created = int(self._clock())
         reply = await self._write("conv_create", conversation_id,
@@ -143,7 +148,7 @@ class ConversationStore(ABC):
         """Append 1 to 20 items, atomically; those without an ``id`` get one by type
         (``msg_``, ``fc_``, ``fco_``... see :data:`.checks.ID_PREFIXES`). Returns them as stored."""
         validate_id(conversation_id, "conversation id")
-        _, ids, entries = checks.items(items, self.max_item_bytes, self.max_batch_bytes, allow_empty=False)
+        _, ids, entries = checks.items(items, self.max_item_bytes, self.max_batch_bytes, self.compression, allow_empty=False)
         reply = await self._write("conv_add", conversation_id,
                                   [self._ttl_ms, new_token(), *_pairs(ids, entries)])
         self._check(reply, conversation_id)

@@ -84,7 +84,7 @@ def item_prefix(item: Item) -> str:
     return ID_PREFIXES.get(kind, "item") if isinstance(kind, str) else "item"
 
 
-def items(value: object, max_item_bytes: int, max_batch_bytes: int,
+def items(value: object, max_item_bytes: int, max_batch_bytes: int, compress: bool,
           *, allow_empty: bool, max_items: int = MAX_ITEMS_PER_CALL) -> tuple[list[Item], list[str], list[bytes]]:
     """Copies of the items, each with an ``id`` (minted where missing), their ids and
     their encodings. Ids must be unique within the call. ``max_items``: OpenAI's 20 for
@@ -111,7 +111,7 @@ def items(value: object, max_item_bytes: int, max_batch_bytes: int,
     ids = [str(item["id"]) for item in out]
     if len(set(ids)) != len(ids):
         raise _bad("two items of one call have the same id")
-    return out, ids, encode_items(out, max_item_bytes, max_batch_bytes, len(out))
+    return out, ids, encode_items(out, max_item_bytes, max_batch_bytes, len(out), compress)
 
 
 def page(limit: object, order: object, after: object) -> tuple[int, Order, Optional[str]]:

@@ -51,6 +51,7 @@ class RedisConversationStore(ConversationStore):
         sliding_ttl: bool = False,
         max_item_bytes: int = MAX_ITEM_BYTES,
         max_batch_bytes: int = MAX_BATCH_BYTES,
+        compression: bool = True,
         timeout: Optional[float] = DEFAULT_TIMEOUT,
         link: Optional[RedisLink] = None,
         replica_acks: int = 0,
@@ -58,7 +59,8 @@ class RedisConversationStore(ConversationStore):
         clock: Clock = system_clock,
     ) -> None:
         super().__init__(key_prefix=key_prefix, ttl_seconds=ttl_seconds, sliding_ttl=sliding_ttl,
-                         max_item_bytes=max_item_bytes, max_batch_bytes=max_batch_bytes, clock=clock)
+                         max_item_bytes=max_item_bytes, max_batch_bytes=max_batch_bytes, compression=compression,
+                         clock=clock)
         self.link = link if link is not None else RedisLink(client, timeout=timeout, raw_replies=True)
         self.timeout = self.link.timeout
         self._acks = ReplicaAcks.of(replica_acks, replica_ack_timeout)

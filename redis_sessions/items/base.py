@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Optional, TypeVar, Union, cas
 import msgspec
 
 from .. import validate
-from ..codec import decode_item, encode, encode_items
+from ..codec import PACKED, decode_item, encode, encode_items
 from ..errors import ErrorCode, SessionError
 from ..ids import validate_id
 from ..keys import DEFAULT_PREFIX, KeySpace
@@ -90,7 +90,7 @@ if TYPE_CHECKING:
 
 MAX_RESTARTS = 8
 """Times a paged read starts over because the list was rewritten under it, before giving up."""
-_MAP_HEADERS = frozenset(range(0x80, 0x90)) | {0xDE, 0xDF}
+_MAP_HEADERS = frozenset(range(0x80, 0x90)) | {0xDE, 0xDF, PACKED}
 
 S = TypeVar("S", bound="ItemSession")
 TTL = Union[float, None, _Unset]
@@ -142,7 +142,8 @@ expired, gets a fresh epoch."""
 
 
 def plausible(entry: bytes) -> bool:
-    """The cheap check the Lua scripts make: does the entry start like a msgpack map?"""
+    """The cheap check the Lua scripts make: does the entry start like a msgpack map, or
+    a packed (compressed) one?"""
     return bool(entry) and entry[0] in _MAP_HEADERS
 
 
@@ -249,6 +250,7 @@ class ItemSession(ABC):
         sliding_ttl: bool = False,
         max_item_bytes: int = MAX_ITEM_BYTES,
         max_batch_bytes: int = MAX_BATCH_BYTES,
+        compression: bool = True,
     ) -> None:
         self.session_id = validate_id(session_id, "session id")
         ttl_value, ttl_name = resolve_ttl(ttl_seconds, ttl)
@@ -259,6 +261,10 @@ class ItemSession(ABC):
         self.sliding_ttl = validate.flag(sliding_ttl, "sliding_ttl")
         self.max_item_bytes = validate.integer(max_item_bytes, "max_item_bytes", minimum=1, maximum=64 << 20)
         self.max_batch_bytes = validate.integer(max_batch_bytes, "max_batch_bytes", minimum=1, maximum=256 << 20)
+        self.compression = validate.flag(compression, "compression")
+        """Items of ``codec.COMPRESS_MIN_BYTES`` or more are stored zstd-compressed where that
+        makes them smaller; a build before this one skips them: while one still reads the
+        store, pass False."""
         self._items_key = KeySpace(key_prefix).session_items(session_id)
         self._slide_ms = self._ttl_ms if sliding_ttl else 0
         # Per task, its last write on this object whose outcome is unknown.
@@ -294,7 +300,7 @@ class ItemSession(ABC):
         """The settings a fork inherits."""
         return dict(key_prefix=self.key_prefix, ttl_seconds=self.ttl_seconds, session_settings=self._session_settings,
                     sliding_ttl=self.sliding_ttl, max_item_bytes=self.max_item_bytes,
-                    max_batch_bytes=self.max_batch_bytes)
+                    max_batch_bytes=self.max_batch_bytes, compression=self.compression)
 
     def _token(self, operation: str, what: object) -> bytes:
         """The token for a write: the failed one's if this task repeats it, else a new one."""
@@ -337,7 +343,7 @@ class ItemSession(ABC):
         the session remembers it (the newest 16 writes; see :mod:`.header`).
         """
         self._check_open()
-        entries = encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_ITEMS)
+        entries = encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_ITEMS, self.compression)
         key = None if idempotency_key is None else validate_id(idempotency_key, "idempotency key")
         if not entries:
             return
@@ -479,7 +485,7 @@ class ItemSession(ABC):
         validate.integer(snapshot.rewrites, "snapshot.rewrites")
         if not isinstance(snapshot.epoch, str):
             raise SessionError(ErrorCode.INPUT_INVALID, f"snapshot.epoch must be a str, got {snapshot.epoch!r}")
-        entries = encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_ITEMS)
+        entries = encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_ITEMS, self.compression)
         if not snapshot.epoch or not _was_stored(snapshot.epoch):
             return False
         what = (snapshot.epoch, snapshot.rewrites, snapshot.count, entries)
@@ -506,7 +512,7 @@ class ItemSession(ABC):
         if _overrides_storage(type(self)):
             return False
         self._check_open()
-        encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_ITEMS)
+        encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_ITEMS, self.compression)
         for _ in range(MAX_RESTARTS):
             snapshot = await self.snapshot()
             if not snapshot.epoch:

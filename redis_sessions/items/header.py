@@ -12,7 +12,7 @@ has cmsgpack, fakeredis's has not)::
     \\x00rs1 <v> <e> <g> <forked_from> <forked_at> <n> <tlen> <rlen> <plen>[<later>]\\n<tokens><results><popped>[<later>]
 
 - ``\\x00rs1``: the magic. 0x00 never starts an encoded item (a msgpack map
-  starts with 0x80-0x8f, 0xde or 0xdf), so nothing that reads items takes the
+  starts with 0x80-0x8f, 0xde or 0xdf; a compressed one with 0xc1), so nothing that reads items takes the
   header for one, and a reader of the old layout skips it as garbage.
 - ``v`` version, bumped by every write; ``e`` epoch, new when the session is
   created, cleared or forked onto; ``g`` rewrite count, bumped by every write

@@ -41,7 +41,7 @@ from ..limits import UNSET
 from ..scripts import RawLibScript
 from . import header as hd
 from ..limits import MAX_BATCH_BYTES, MAX_ITEM_BYTES
-from .base import TTL, ItemSession, PopReply, RawSnapshot, Snapshot, TailSlice
+from .base import _MAP_HEADERS, TTL, ItemSession, PopReply, RawSnapshot, Snapshot, TailSlice
 
 if TYPE_CHECKING:
     from agents.memory import SessionSettings
@@ -68,8 +68,8 @@ _WRITES = frozenset((_ADD, _POP, _CLEAR, _FORK, _COMPACT))
 # redis-py's Python parser, one packed bulk reply beats 20 (7.7k vs 6.9k ops/s).
 _PLAIN_READS = HIREDIS_AVAILABLE
 
-# The first byte of a msgpack map (fixmap, map16, map32): what an encoded item starts with.
-_MAP_STARTS = frozenset(bytes([b]) for b in (*range(0x80, 0x90), 0xDE, 0xDF))
+# What an encoded item starts with (base.plausible): a msgpack map, or the packed marker.
+_MAP_STARTS = frozenset(bytes([b]) for b in _MAP_HEADERS)
 
 # items_get and items_read reply with one msgpack array of bin values (see frame() in items_lib.lua).
 _FRAMES = msgspec.msgpack.Decoder(list[bytes])
@@ -107,6 +107,7 @@ class RedisSession(ItemSession):
         sliding_ttl: bool = False,
         max_item_bytes: int = MAX_ITEM_BYTES,
         max_batch_bytes: int = MAX_BATCH_BYTES,
+        compression: bool = True,
         timeout: Optional[float] = DEFAULT_TIMEOUT,
         link: Optional[RedisLink] = None,
         replica_acks: int = 0,
@@ -128,6 +129,7 @@ class RedisSession(ItemSession):
             sliding_ttl=sliding_ttl,
             max_item_bytes=max_item_bytes,
             max_batch_bytes=max_batch_bytes,
+            compression=compression,
         )
         self._keys = (self._items_key,)
         self._acks = ReplicaAcks.of(replica_acks, replica_ack_timeout)
@@ -150,6 +152,7 @@ class RedisSession(ItemSession):
         sliding_ttl: bool = False,
         max_item_bytes: int = MAX_ITEM_BYTES,
         max_batch_bytes: int = MAX_BATCH_BYTES,
+        compression: bool = True,
         timeout: Optional[float] = DEFAULT_TIMEOUT,
         replica_acks: int = 0,
         replica_ack_timeout: float = DEFAULT_ACK_TIMEOUT,
@@ -171,6 +174,7 @@ class RedisSession(ItemSession):
             sliding_ttl=sliding_ttl,
             max_item_bytes=max_item_bytes,
             max_batch_bytes=max_batch_bytes,
+            compression=compression,
             replica_acks=replica_acks,
             replica_ack_timeout=replica_ack_timeout,
         )

@@ -1,0 +1,150 @@
+"""Records and items of COMPRESS_MIN_BYTES or more are stored zstd-compressed (on by
+default), behind the packed marker 0xc1 that Lua never needs to open; what the version
+before wrote still reads, and a damaged or lying body is ``session.record.corrupt``."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from typing import Any
+
+import pytest
+import zstandard
+
+from chains import make_store, plant, record
+from conftest import Backend
+from redis_sessions import ErrorCode, RedisConversationStore, RedisSession, SessionError
+from redis_sessions.codec import COMPRESS_MIN_BYTES, MAX_EXPANDED_BYTES, PACKED, ZSTD, decode_item, encode, pack
+from redis_sessions.responses.store import encode_record
+
+WORDS = ("the a of to and in that is was for it with as his on be at by had not are but from or have an they "
+         "which one you were all her she there would their we him been has when who will more no if out so said "
+         "what up its about into than them can only other new some could time these two may then do first any "
+         "my now such like our over man me even most made after also did many before must through back years "
+         "where much your way well down should because each just those people how too little state good very "
+         "make world still own see men work long get here between both life being under never day same another "
+         "know while last might us great old year off come since against go came right used take three").split()
+
+
+def prose(size: int, seed: int = 0) -> str:
+    """English-like text of about ``size`` characters (a word list, not one letter repeated)."""
+    rng, out, n = random.Random(seed), [], 0
+    while n < size:
+        word = rng.choice(WORDS)
+        out.append(word)
+        n += len(word) + 1
+    return " ".join(out)
+
+
+def item(i: int, size: int) -> dict[str, Any]:
+    return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": prose(size, i)}]}
+
+
+@pytest.mark.parametrize("size", [200, 700, 20_000])
+async def test_chains_round_trip_compressed_and_smaller(backend: Backend, size: int) -> None:
+    store = make_store(backend, compression=True)
+    ids, parent = [], None
+    for i in range(5):
+        rid = f"ext-{size}-{i}"
+        await store.save(record(rid, parent, f"turn {i}", payload=prose(size, i)))
+        ids.append(rid)
+        parent = rid
+    snap = await store.resolve_chain(ids[-1])
+    assert [s.id for s in snap.sessions] == ids
+    assert snap.sessions[2] == record(ids[2], ids[1], "turn 2", payload=prose(size, 2))
+    assert await store.get(ids[0]) == record(ids[0], None, "turn 0", payload=prose(size, 0))
+    thread = await store._thread(ids[3])
+    assert thread is not None
+    stored = await backend.client.hget(store.keys.thread(thread), store.keys.data_field(ids[3]))
+    plain = encode_record(record(ids[3], ids[2], "turn 3", payload=prose(size, 3)), compact=True)
+    if size >= COMPRESS_MIN_BYTES:
+        assert stored[0] == PACKED and stored[1] & ZSTD and len(stored) < 0.8 * len(plain)
+    else:
+        assert stored == plain  # small records are stored as they are
+
+
+async def test_items_and_conversations_round_trip_compressed(backend: Backend) -> None:
+    session = RedisSession("z", client=backend.client, key_prefix=backend.prefix)
+    items = [item(i, 50 if i % 2 else 3000) for i in range(6)]
+    await session.add_items(items)
+    assert await session.get_items() == items
+    assert await session.get_items(2) == items[-2:]
+    stored = await backend.client.lrange(session._items_key, 0, -1)
+    packed = [e for e in stored if e[:1] == bytes([PACKED])]
+    assert len(packed) == 3 and all(len(e) < 1500 for e in packed)
+    assert await session.pop_item() == items[-1]
+    assert await session.pop_item() == items[-2]  # a packed item: pops never drop it as a non-item
+    fork = await session.fork("z2")
+    assert await fork.get_items() == items[:4]
+
+    conversations = RedisConversationStore(backend.client, key_prefix=backend.prefix)
+    conv = await conversations.create(items=[item(9, 5000)])
+    listed = await conversations.list_items(conv.id)
+    assert [i["content"] for i in listed.data] == [item(9, 5000)["content"]]
+
+
+async def test_what_the_version_before_wrote_still_reads(backend: Backend) -> None:
+    """The bytes of the version before compression (pinned by their hash, taken from
+    8d6e007) are what compression=False writes, and a compressing store reads them."""
+    rid = "resp_00000000000000ab_" + "0" * 32
+    old = record(rid, None, "the question", payload=" and a longer answer " * 40)
+    blob = encode_record(old, compact=True)
+    assert hashlib.sha256(blob).hexdigest() == "6a3480ba196c08b17d0b6ba4b4213a2b63a91a794c28da299d32106024337452"
+    old_item = {"type": "message", "role": "user", "content": "word " * 200}
+    entry = encode(old_item)
+    assert hashlib.sha256(entry).hexdigest() == "f9afc543365d45a73e54767081d1817af91982b9bbedc502d4ac32d0e7ca4ece"
+
+    store = make_store(backend, compression=True)
+    await plant(backend, store, "00000000000000ab", {rid: ("", blob)})
+    assert await store.get(rid) == old
+    assert (await store.resolve_chain(rid)).sessions == [old]
+
+    writer = RedisSession("old", client=backend.client, key_prefix=backend.prefix, compression=False)
+    await writer.add_items([old_item])
+    assert await backend.client.lindex(writer._items_key, -1) == entry
+    reader = RedisSession("old", client=backend.client, key_prefix=backend.prefix)
+    assert await reader.get_items() == [old_item]
+    assert await reader.pop_item() == old_item
+
+
+def test_a_damaged_or_lying_body_is_corrupt_never_raw() -> None:
+    good = pack(encode(item(1, 3000)), 0)
+    assert good[0] == PACKED and good[1] == ZSTD
+    bomb = bytes([PACKED, ZSTD]) + zstandard.ZstdCompressor().compress(b"\0" * (MAX_EXPANDED_BYTES + 1))
+    assert len(bomb) < 4096  # small, and says it expands past the limit
+    unknown = bytes([PACKED, ZSTD | 8]) + good[2:]
+    for bad, why in ((good[:40], "does not decompress"), (good[:2] + b"\0" * 40, "does not decompress"),
+                     (bomb, "expands to"), (unknown, "does not know"), (bytes([PACKED, 1]) + good[2:], "does not know")):
+        with pytest.raises(SessionError) as err:
+            decode_item(bad, "here")
+        assert err.value.code is ErrorCode.RECORD_CORRUPT and why in err.value.message
+    assert decode_item(good, "here") == item(1, 3000)
+
+
+async def test_a_corrupt_compressed_record_reads_as_corrupt(backend: Backend) -> None:
+    store = make_store(backend, compression=True)
+    rid = "ext-corrupt"
+    await store.save(record(rid, None, payload=prose(3000)))
+    thread = await store._thread(rid)
+    assert thread is not None
+    key, field = store.keys.thread(thread), store.keys.data_field(rid)
+    stored = await backend.client.hget(key, field)
+    await backend.client.hset(key, field, stored[:-20])
+    with pytest.raises(SessionError) as err:
+        await store.get(rid)
+    assert err.value.code is ErrorCode.RECORD_CORRUPT
+
+
+async def test_the_size_limits_count_bytes_before_compression(backend: Backend) -> None:
+    """A limit means the same with compression or without: a record or item past it is
+    refused even though it would compress far below it, and nothing is written."""
+    store = make_store(backend, compression=True, max_record_bytes=4096)
+    with pytest.raises(SessionError) as err:
+        await store.save(record("ext-big", None, payload="x" * 8000))
+    assert err.value.code is ErrorCode.RECORD_TOO_LARGE
+    assert await store.get("ext-big") is None
+    session = RedisSession("lim", client=backend.client, key_prefix=backend.prefix, max_item_bytes=4096)
+    with pytest.raises(SessionError) as err:
+        await session.add_items([{"blob": "x" * 8000}])
+    assert err.value.code is ErrorCode.RECORD_TOO_LARGE
+    assert await session.get_items() == []
