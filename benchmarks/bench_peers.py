@@ -129,7 +129,7 @@ async def captured_saves(store: RedisResponseSessionStore, records: list[StoredR
     finally:
         del store.engine.save  # the class's method again
     for rec, (_, args, at) in zip(records, sent):
-        assert encode_record(rec, store.compact_records) == args[at], "the store no longer encodes with encode_record"
+        assert encode_record(rec, store.compact_records, store.compression) == args[at], "the store no longer encodes with encode_record"
     return sent
 
 
@@ -242,11 +242,11 @@ async def response_rows(url: str, tag: str, rounds: int, n: int) -> list[Row]:
 
         async def save_raw(n: int) -> Call:
             recs = await chain(recorder, n)
-            sent, compact = await captured_saves(recorder, recs), recorder.compact_records
+            sent, compact, squeeze = await captured_saves(recorder, recs), recorder.compact_records, recorder.compression
 
             async def call(i: int) -> None:
                 key, args, at = sent[i]
-                args[at] = encode_record(recs[i], compact)
+                args[at] = encode_record(recs[i], compact, squeeze)
                 assert await r.evalsha(sha, 1, key, *args) in (b"ok", "ok")
             return call
 

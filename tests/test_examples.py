@@ -1,6 +1,6 @@
 """The README's gateway example runs: two turns through the ASGI app with the
-official OpenAI client, then an unknown previous_response_id becomes a 404 with a
-coded body."""
+official OpenAI client, then an unknown previous_response_id becomes OpenAI's 400
+``previous_response_not_found``."""
 
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ async def test_the_gateway_example_continues_a_conversation(redis_server, monkey
     history = (await gateway.store.resolve_chain(second.id)).input_items
     assert [item["content"][0]["text"] for item in history] == ["hello", first.output_text, "again",
                                                                 second.output_text]
-    with pytest.raises(openai.NotFoundError) as caught:
+    with pytest.raises(openai.BadRequestError) as caught:
         await client.responses.create(model="demo-model", input="x", previous_response_id="resp_missing")
-    assert caught.value.code == "session.chain.not_found"
+    assert caught.value.code == "previous_response_not_found" and caught.value.param == "previous_response_id"
     await http.aclose()
     await gateway.store.close()
     await gateway.conversations.close()

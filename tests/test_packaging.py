@@ -68,7 +68,7 @@ def test_a_plain_install_finds_the_lua_scripts(tmp_path, redis_server):
 
     # Run from the source folder, ``python -m redis_sessions`` imports the checkout's
     # package (the folder comes first on sys.path), which has no lua/ inside it.
-    for args in (["--help"], ["stats", "--url", redis_server.url, "--prefix", "wheel"]):
+    for args in (["--help"], ["--json", "stats", "--url", redis_server.url, "--prefix", "wheel"]):
         out = subprocess.run([str(python), "-m", "redis_sessions", *args], cwd=src, capture_output=True,
                              text=True, timeout=60)
         assert out.returncode == 0, out.stderr

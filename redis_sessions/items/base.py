@@ -340,7 +340,7 @@ class ItemSession(ABC):
         past either, ``session.input.invalid`` and nothing is written. Exactly once under re-sends and caller retries (see the
         module); ``idempotency_key`` (an id: no whitespace, control characters
         or braces) makes a retry from another process exactly-once too, while
-        the session remembers it (the newest 16 writes; see :mod:`.header`).
+        the session remembers it (at least 30 s of server time; :mod:`..tokens`).
         """
         self._check_open()
         entries = encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_ITEMS, self.compression)
