@@ -109,8 +109,8 @@ def from_url(
         return client
     except TypeError as exc:
         raise SessionError(ErrorCode.INPUT_INVALID, f"bad Redis client option: {exc}") from None
-    except (ValueError, rx.RedisError) as exc:
-        raise SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"bad Redis URL: {exc}") from None
+    except (ValueError, rx.RedisError) as exc:  # building does no I/O: the URL is at fault, not Redis
+        raise SessionError(ErrorCode.INPUT_INVALID, f"bad Redis URL: {exc}") from None
 
 
 class _SentinelMaster(Redis):
@@ -420,6 +420,9 @@ def _translate_reply(exc: rx.ResponseError, where: str) -> SessionError:
         return SessionError(ErrorCode.BACKEND_DENIED, f"{where}: Redis refused the credentials or ACL permissions: {text}")
     if isinstance(exc, _NOT_NOW) or text.startswith(_NOT_NOW_PREFIXES):
         return SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: Redis cannot serve this now: {text}")
+    if "DB index" in text:  # SELECT on connecting: the URL names a database the server lacks
+        return SessionError(ErrorCode.INPUT_INVALID, f"{where}: the URL's database number is out of the server's "
+                            "range (databases, 16 by default)")
     if any(hint in text for hint in _CORRUPT_HINTS):
         return SessionError(ErrorCode.RECORD_CORRUPT, f"{where} holds data of the wrong type or shape: {text}")
     return SessionError(ErrorCode.BACKEND_ERROR, f"{where}: Redis answered with an error: {text}")

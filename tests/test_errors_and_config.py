@@ -189,3 +189,21 @@ def test_where_an_exception_was_raised_does_not_make_it_redis_pys() -> None:
     with pytest.raises(AttributeError) as caught:
         _FROM_REDIS_PATH["fail"]()  # type: ignore[operator]
     assert translate(caught.value, "x") is None  # not a redis-py exception type: surfaces as itself
+
+
+@pytest.mark.real
+async def test_a_url_that_cannot_be_right_is_input_invalid_not_an_outage(redis_server):
+    """A malformed URL is refused when the store is built (no I/O: nothing to try again),
+    and a database number the server lacks when it first connects: both are the
+    configuration's fault, session.input.invalid, where they were 'unavailable' and
+    'corrupt'."""
+    with pytest.raises(SessionError) as err:
+        RedisResponseSessionStore.from_url("foo://nowhere")
+    assert err.value.code is ErrorCode.INPUT_INVALID
+    store = RedisResponseSessionStore.from_url(redis_server.url.rsplit("/", 1)[0] + "/99", key_prefix="db99")
+    try:
+        with pytest.raises(SessionError) as err:
+            await store.get(new_response_id())
+        assert err.value.code is ErrorCode.INPUT_INVALID and "database number" in err.value.message
+    finally:
+        await store.close()

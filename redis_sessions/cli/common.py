@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
-from redis import exceptions as rx
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.sentinel import MasterNotFoundError
 
@@ -114,15 +113,11 @@ def configured(build: Any) -> Any:
 
 async def ping(client: AnyRedis, url: str) -> None:
     """Reach the server and refuse a standalone client on a cluster node (it would see a
-    third of the keys). A database the server lacks is a setting's fault, not an outage."""
+    third of the keys). A database the server lacks is a setting's fault, not an outage
+    (``translate`` says so: ``session.input.invalid``)."""
     where = f"Redis at {redact_url(url)}"
     try:
         await client.ping()
-    except rx.ResponseError as exc:
-        if "DB index" in str(exc):
-            raise SessionError(ErrorCode.INPUT_INVALID, f"{where}: the URL's database number is out of the "
-                                                        "server's range (databases, 16 by default)") from None
-        raise translate(exc, where) or exc from None
     except MasterNotFoundError:
         raise SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: no sentinel answered with a master for that "
                                                           "service (sentinels down, or another service name)") from None

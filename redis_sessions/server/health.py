@@ -48,6 +48,8 @@ def configuration_fault(exc: SessionError) -> str | None:
     """What is wrong with the configuration, when the failure says so; None for an outage."""
     if exc.code is ErrorCode.BACKEND_DENIED:
         return "Redis refused the credentials or the ACL permissions (check the user name, password and ACL rules)"
+    if exc.code is ErrorCode.INPUT_INVALID:  # a database number the server lacks
+        return "the Redis URL does not fit the server (check its database number)"
     seen: BaseException | None = exc.__cause__
     while seen is not None:
         if isinstance(seen, socket.gaierror) and seen.errno != socket.EAI_AGAIN:
