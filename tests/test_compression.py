@@ -148,3 +148,17 @@ async def test_the_size_limits_count_bytes_before_compression(backend: Backend) 
         await session.add_items([{"blob": "x" * 8000}])
     assert err.value.code is ErrorCode.RECORD_TOO_LARGE
     assert await session.get_items() == []
+
+
+async def test_an_idempotency_key_fingerprints_the_items_not_their_compressed_bytes(backend: Backend) -> None:
+    """A retry with the same key from a worker whose zstd makes other bytes (here: one that
+    does not compress at all) is the same call: written once, never key_reused."""
+    items = [item(i, 3000) for i in range(2)]
+    squeezing = RedisSession("k", client=backend.client, key_prefix=backend.prefix)
+    plain = RedisSession("k", client=backend.client, key_prefix=backend.prefix, compression=False)
+    await squeezing.add_items(items, idempotency_key="turn-1")
+    await plain.add_items(items, idempotency_key="turn-1")
+    assert await plain.get_items() == items
+    with pytest.raises(SessionError) as err:
+        await plain.add_items(items[:1], idempotency_key="turn-1")
+    assert err.value.code is ErrorCode.IDEMPOTENCY_KEY_REUSED

@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Optional, TypeVar, Union, cas
 import msgspec
 
 from .. import validate
-from ..codec import PACKED, decode_item, encode, encode_items
+from ..codec import PACKED, decode_item, encode, encode_items, pack
 from ..errors import ErrorCode, SessionError
 from ..ids import validate_id
 from ..keys import DEFAULT_PREFIX, KeySpace
@@ -343,14 +343,18 @@ class ItemSession(ABC):
         the session remembers it (at least 30 s of server time; :mod:`..tokens`).
         """
         self._check_open()
-        entries = encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_ITEMS, self.compression)
         key = None if idempotency_key is None else validate_id(idempotency_key, "idempotency key")
-        if not entries:
-            return
         if key is None:
+            entries = encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_ITEMS, self.compression)
+            if not entries:
+                return
             token = epoch = self._token("add", entries)
-        else:
-            token, epoch = keyed_token(key, entries), new_epoch()
+        else:  # the body's fingerprint is of the items, not of one zstd build's bytes for them
+            plain = encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_ITEMS)
+            if not plain:
+                return
+            token, epoch = keyed_token(key, plain), new_epoch()
+            entries = [pack(e, 0) for e in plain] if self.compression else plain
         try:
             await self._eng_add(entries, token, epoch)
         except BaseException as exc:
