@@ -192,14 +192,10 @@ def test_where_an_exception_was_raised_does_not_make_it_redis_pys() -> None:
 
 
 @pytest.mark.real
-async def test_a_url_that_cannot_be_right_is_input_invalid_not_an_outage(redis_server):
-    """A malformed URL is refused when the store is built (no I/O: nothing to try again),
-    and a database number the server lacks when it first connects: both are the
-    configuration's fault, session.input.invalid, where they were 'unavailable' and
-    'corrupt'."""
-    with pytest.raises(SessionError) as err:
-        RedisResponseSessionStore.from_url("foo://nowhere")
-    assert err.value.code is ErrorCode.INPUT_INVALID
+async def test_a_database_the_server_lacks_is_input_invalid_not_corrupt(redis_server):
+    """A database number the server lacks is refused when the store first connects: the
+    configuration's fault, session.input.invalid, where it was session.record.corrupt
+    (a malformed URL: tests/test_responses_redis.py)."""
     store = RedisResponseSessionStore.from_url(redis_server.url.rsplit("/", 1)[0] + "/99", key_prefix="db99")
     try:
         with pytest.raises(SessionError) as err:
