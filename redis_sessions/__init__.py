@@ -22,6 +22,7 @@ from .responses import (
     UNSET,
     RedisResponseSessionStore,
     ResponseSessionStore,
+    SyncResponseSessionStore,
 )
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "StoredResponseRequestSnapshot",
     "StoredResponseSession",
     "StoredResponseSnapshot",
+    "SyncResponseSessionStore",
     "create_response_session_store",
     "new_response_id",
     "validate_id",

@@ -17,6 +17,15 @@
 - ``translate`` is the only place a redis-py exception becomes a
   :class:`SessionError`; :func:`bounded` puts the whole public call (retries
   included) under the budget.
+
+Synchronous clients (``redis.Redis``, ``redis.cluster.RedisCluster``) go through
+the same stores (``RedisLink(client, blocking=True)``, ``from_url(..., blocking=True)``):
+the stores' logic is written once, as ``async def`` methods, and only their I/O edges
+(script calls, commands, pipelines, pauses) tell the two kinds apart, with
+:func:`io`. A sync client's call blocks and returns its reply, so a store method
+never suspends, and :func:`run_blocking` runs it to its end with one ``send(None)``,
+without an event loop. One copy of every key, script, check and retry serves both
+APIs, and a sync call costs one coroutine frame per layer, no loop, thread or future.
 """
 
 from __future__ import annotations
@@ -24,11 +33,19 @@ from __future__ import annotations
 import asyncio
 import functools
 import sys
+import threading
+import time
 import warnings
 import weakref
-from typing import Any, AsyncGenerator, Awaitable, Callable, Mapping, TypeVar, Union, cast
+from dataclasses import dataclass
+from typing import Any, AsyncGenerator, Awaitable, Callable, Coroutine, Mapping, TypeVar, Union, cast
 from urllib.parse import SplitResult, parse_qs, urlencode, urlsplit, urlunsplit
 
+import redis as sync_redis
+import redis.cluster as sync_cluster
+import redis.connection as sync_connection
+import redis.retry as sync_retry
+import redis.sentinel as sync_sentinel
 from redis import exceptions as rx
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
@@ -41,7 +58,49 @@ from .errors import ErrorCode, SessionError
 from .validate import seconds
 
 AnyRedis = Union["Redis", "RedisCluster"]
+SyncRedis = Union["sync_redis.Redis", "sync_cluster.RedisCluster"]
 T = TypeVar("T")
+CLUSTERS = (RedisCluster, sync_cluster.RedisCluster)
+"""Either API's cluster client: ``isinstance(client, CLUSTERS)``."""
+SYNC_CLIENTS = (sync_redis.Redis, sync_cluster.RedisCluster)
+
+
+async def io(result: Any) -> Any:
+    """A command's reply, from either kind of client: an asyncio client's call returns
+    an awaitable (awaited here), a sync client's the reply itself (it blocked already)."""
+    return await result if hasattr(type(result), "__await__") else result
+
+
+async def _ready(value: T) -> T:
+    return value
+
+
+def awaitable(result: Any) -> Awaitable[Any]:
+    """``result`` as something to await: itself if it is one (an asyncio client's call,
+    passed on without a coroutine of ours), else a coroutine that returns it at once."""
+    return cast(Awaitable[Any], result) if hasattr(type(result), "__await__") else _ready(result)
+
+
+class SuspendedError(RuntimeError):
+    """A store method driven without a loop waited for something: a bug of this package
+    (an asyncio client, or an I/O edge not made sync-aware)."""
+
+
+def run_blocking(call: Awaitable[T]) -> T:
+    """Run a store's coroutine to its end without an event loop.
+
+    Every I/O edge of a store on a sync client blocks and returns, so the coroutine
+    finishes on its first ``send(None)``: no loop is made, no thread started, no future
+    awaited. If it ever yields (it awaited a real asyncio future), it is closed and
+    :class:`SuspendedError` raised, never left half-run or silently run on a loop."""
+    coro = cast(Coroutine[Any, Any, T], call)  # the store's methods are coroutines
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return cast(T, done.value)
+    coro.close()
+    raise SuspendedError("internal error: a synchronous call waited on an event loop "
+                         "(a redis.asyncio client given to a sync store?)")
 
 DEFAULT_TIMEOUT = 5.0
 """Seconds one public call may take in total, redis-py's retries included."""
@@ -59,10 +118,12 @@ def is_cluster_url(url: str) -> bool:
     return parts.scheme in ("redis+cluster", "rediss+cluster") or query.get("cluster", [""])[0] in ("1", "true", "yes")
 
 
-def client_options(timeout: float | None, redis_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
-    """redis-py options for a client this package builds: retry, socket timeouts that
-    let every retry fit in the budget, then whatever the caller passed (it wins)."""
-    options: dict[str, Any] = {"retry": Retry(ExponentialBackoff(cap=0.5, base=0.02), retries=RETRIES)}
+def client_options(timeout: float | None, redis_kwargs: Mapping[str, Any] | None,
+                   retry: type[Any] = Retry) -> dict[str, Any]:
+    """redis-py options for a client this package builds: retry (``retry``: the asyncio
+    or the sync API's class), socket timeouts that let every retry fit in the budget,
+    then whatever the caller passed (it wins)."""
+    options: dict[str, Any] = {"retry": retry(ExponentialBackoff(cap=0.5, base=0.02), retries=RETRIES)}
     if timeout is not None:
         per_try = timeout / (RETRIES + 1)
         options.update(socket_timeout=per_try, socket_connect_timeout=per_try)
@@ -73,19 +134,49 @@ def client_options(timeout: float | None, redis_kwargs: Mapping[str, Any] | None
     return options
 
 
+class _SyncSentinelMaster(sync_redis.Redis):
+    """The master's sync client; closing it closes the sentinel connections that found it too."""
+
+    def close(self) -> None:
+        super().close()
+        for sentinel in getattr(self.connection_pool, "sentinel_manager").sentinels:
+            sentinel.close()
+
+
+@dataclass(frozen=True)
+class _Api:
+    """redis-py's classes of one API, asyncio or sync: all that building a client differs by."""
+
+    redis: Any
+    cluster: Any
+    sentinel: Any
+    master: Any
+    retry: Any
+    parse_url: Callable[[str], Any]
+
+
+_ASYNC_API = _Api(Redis, RedisCluster, Sentinel, None, Retry, parse_url)
+_SYNC_API = _Api(sync_redis.Redis, sync_cluster.RedisCluster, sync_sentinel.Sentinel, _SyncSentinelMaster,
+                 sync_retry.Retry, sync_connection.parse_url)
+
+
 def from_url(
     url: str,
     *,
     cluster: bool | None = None,
     timeout: float | None = DEFAULT_TIMEOUT,
     redis_kwargs: Mapping[str, Any] | None = None,
-) -> AnyRedis:
-    """A client for ``url``; a cluster client for ``redis+cluster://`` or ``?cluster=true``.
+    blocking: bool = False,
+) -> Any:
+    """A client for ``url``; a cluster client for ``redis+cluster://`` or ``?cluster=true``;
+    ``blocking``: redis-py's sync client (``redis.Redis``, ``redis.cluster.RedisCluster``,
+    a sentinel's master), built with the same options, else its asyncio one.
 
     ``cluster=None`` decides from the URL only; it never probes the server, so
     building a client does no I/O. Options in the URL's query win over
     ``redis_kwargs``, which win over the defaults derived from ``timeout``.
     """
+    api = _SYNC_API if blocking else _ASYNC_API
     if not isinstance(url, str):
         raise SessionError(ErrorCode.INPUT_INVALID, f"url must be a string, got {type(url).__name__}")
     if cluster is None:
@@ -94,18 +185,18 @@ def from_url(
     scheme = parts.scheme.replace("+cluster", "")
     query = "&".join(p for p in parts.query.split("&") if p and not p.startswith("cluster="))
     clean = parts._replace(scheme=scheme, query=query).geturl()
-    options = client_options(seconds(timeout), redis_kwargs)
+    options = client_options(seconds(timeout), redis_kwargs, api.retry)
     if options.get("decode_responses"):
         raise SessionError(ErrorCode.INPUT_INVALID, "decode_responses=True is not supported: stored records are bytes")
     if parts.scheme in SENTINEL_SCHEMES:
         if cluster:
             raise SessionError(ErrorCode.INPUT_INVALID, "a redis+sentinel:// URL names a standalone master, not a cluster")
-        return _sentinel_client(parts, options)
+        return _sentinel_client(parts, options, api)
     try:
         if cluster:
-            return RedisCluster.from_url(clean, **options)
-        client = Redis.from_url(clean, **options)
-        client.connection_pool.make_connection()  # type: ignore[no-untyped-call]  # an unknown option fails here
+            return api.cluster.from_url(clean, **options)
+        client = api.redis.from_url(clean, **options)
+        client.connection_pool.make_connection()  # an unknown option fails here
         return client
     except TypeError as exc:
         raise SessionError(ErrorCode.INPUT_INVALID, f"bad Redis client option: {exc}") from None
@@ -136,7 +227,7 @@ def _host_port(address: str) -> tuple[str, int]:
         raise SessionError(ErrorCode.INPUT_INVALID, f"bad sentinel address in the URL: port {port!r}") from None
 
 
-def _sentinel_client(parts: SplitResult, options: dict[str, Any]) -> Redis:
+def _sentinel_client(parts: SplitResult, options: dict[str, Any], api: _Api = _ASYNC_API) -> Any:
     """``redis+sentinel://[user:password@]host[:port][,host[:port]...]/<service>[/<db>][?options]``:
     the master of ``service`` as the sentinels name it, found again after a failover.
 
@@ -157,7 +248,7 @@ def _sentinel_client(parts: SplitResult, options: dict[str, Any]) -> Redis:
                              f"{userinfo}@localhost" if userinfo else "localhost",
                              f"/{path[1]}" if len(path) > 1 else "", urlencode(query, doseq=True), ""))
     try:
-        from_query: dict[str, Any] = dict(parse_url(master_url))
+        from_query: dict[str, Any] = dict(api.parse_url(master_url))
     except ValueError as exc:
         raise SessionError(ErrorCode.INPUT_INVALID, f"bad Redis URL: {exc}") from None
     for name in ("host", "port", "connection_class"):
@@ -168,10 +259,10 @@ def _sentinel_client(parts: SplitResult, options: dict[str, Any]) -> Redis:
     timeouts: dict[str, Any] = {name: options[name] for name in ("socket_timeout", "socket_connect_timeout", "retry")
                                 if name in options}
     # unused-ignore: the mypy releases that type Sentinel's call need no ignore; older ones do.
-    manager = Sentinel(sentinels, sentinel_kwargs={**timeouts, **sentinel_auth})  # type: ignore[no-untyped-call, unused-ignore]
+    manager = api.sentinel(sentinels, sentinel_kwargs={**timeouts, **sentinel_auth})
     try:
-        client = cast(Redis, manager.master_for(service, redis_class=_SentinelMaster, **options))
-        client.connection_pool.make_connection()  # type: ignore[no-untyped-call]  # an unknown option fails here
+        client = manager.master_for(service, redis_class=api.master or _SentinelMaster, **options)
+        client.connection_pool.make_connection()  # an unknown option fails here
     except TypeError as exc:
         raise SessionError(ErrorCode.INPUT_INVALID, f"bad Redis client option: {exc}") from None
     return client
@@ -183,6 +274,12 @@ def as_text(value: object) -> str:
 
 
 async def close_client(client: AnyRedis) -> None:
+    if isinstance(client, SYNC_CLIENTS):
+        try:
+            client.close()
+        except (rx.RedisError, OSError):
+            pass
+        return
     try:
         await client.aclose()
         if isinstance(client, RedisCluster):
@@ -203,21 +300,35 @@ class RedisLink:
     ``raw_replies=True``: the user of the link asks redis-py for undecoded
     replies on every command (``NEVER_DECODE``), so a caller's client made with
     ``decode_responses=True`` is accepted.
+
+    ``blocking=True``: ``client`` is redis-py's sync client, one for every thread
+    (its connection pool is thread-safe) and never tied to a loop. After a fork the
+    pool sees another pid and opens new connections (redis-py's ``_checkpid``), so a
+    child never reuses its parent's sockets. ``owned``: :meth:`close` closes it.
     """
 
-    __slots__ = ("_client", "_factory", "_clients", "_loop", "timeout")
+    __slots__ = ("_client", "_factory", "_clients", "_loop", "timeout", "blocking", "_owned")
 
     def __init__(
         self,
-        client: AnyRedis | None = None,
+        client: AnyRedis | SyncRedis | None = None,
         *,
         factory: Callable[[], AnyRedis] | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
         raw_replies: bool = False,
+        blocking: bool = False,
+        owned: bool = False,
     ) -> None:
         if (client is None) == (factory is None):
             raise SessionError(ErrorCode.INPUT_INVALID, "a RedisLink takes a client or a factory")
-        if client is not None and not isinstance(client, (Redis, RedisCluster)) and not _duck_client(client):
+        if blocking:
+            if not isinstance(client, SYNC_CLIENTS):
+                raise SessionError(ErrorCode.INPUT_INVALID, "a synchronous store takes a redis-py sync Redis or "
+                                   f"RedisCluster (redis.Redis, redis.cluster.RedisCluster), got {type(client).__name__}")
+        elif isinstance(client, SYNC_CLIENTS):
+            raise SessionError(ErrorCode.INPUT_INVALID, f"{type(client).__name__} is redis-py's sync client: "
+                               "use SyncResponseSessionStore, or give this store a redis.asyncio client")
+        elif client is not None and not isinstance(client, (Redis, RedisCluster)) and not _duck_client(client):
             raise SessionError(ErrorCode.INPUT_INVALID, f"client must be a redis.asyncio Redis or RedisCluster, got {type(client).__name__}")
         if client is not None and not raw_replies and _decodes_responses(client):
             raise SessionError(ErrorCode.INPUT_INVALID, "a client with decode_responses=True is not supported: stored records are bytes")
@@ -229,6 +340,9 @@ class RedisLink:
         self._clients: dict[asyncio.AbstractEventLoop, tuple[AnyRedis, AsyncGenerator[None, None]]] = {}
         self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self.timeout = seconds(timeout)
+        self.blocking = blocking
+        """Whether the client is sync: its calls block and return the reply (see :func:`io`)."""
+        self._owned = owned
 
     @classmethod
     def to_url(
@@ -238,18 +352,37 @@ class RedisLink:
         cluster: bool | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
         redis_kwargs: Mapping[str, Any] | None = None,
+        blocking: bool = False,
     ) -> "RedisLink":
+        if blocking:  # one sync client for every thread: built now (no I/O), closed by close()
+            client = from_url(url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs, blocking=True)
+            return cls(client, timeout=timeout, blocking=True, owned=True)
         from_url(url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs)  # refuse bad options now
         return cls(factory=functools.partial(from_url, url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs),
                    timeout=timeout)
 
+    def pause(self, delay: float) -> Awaitable[None]:
+        """Wait ``delay`` seconds between two tries: blocking the thread for a sync
+        client (there is no loop to yield to), else ``asyncio.sleep``."""
+        if self.blocking:
+            time.sleep(delay)
+            return _ready(None)
+        return asyncio.sleep(delay)
+
+    def close_now(self) -> None:
+        """Close a sync client this link built (``to_url(blocking=True)``); else nothing."""
+        if self._owned and isinstance(self._client, SYNC_CLIENTS):
+            self._client.close()
+
     @property
     def owns_client(self) -> bool:
-        return self._factory is not None
+        return self._factory is not None or self._owned
 
     @property
     def client(self) -> AnyRedis:
-        """The client to use on the running event loop."""
+        """The client to use on the running event loop (a sync link's one client)."""
+        if self.blocking:
+            return cast(AnyRedis, self._client)  # typed as the asyncio one: io() tells them apart
         loop = asyncio.get_running_loop()
         if self._factory is None:
             assert self._client is not None
@@ -262,7 +395,7 @@ class RedisLink:
                     "this store or session was given a Redis client that belongs to another event loop; "
                     "build it from a URL (one client per loop) or give it a client made on this loop",
                 )
-            return self._client
+            return cast(AnyRedis, self._client)
         entry = self._clients.get(loop)
         if entry is None:
             entry = self._open(loop)
@@ -286,6 +419,7 @@ class RedisLink:
     async def close(self) -> None:
         """Close the client this link built for the running loop (if any)."""
         if self._factory is None:
+            self.close_now()
             return
         try:
             loop = asyncio.get_running_loop()
@@ -495,9 +629,11 @@ def bounded(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
     @functools.wraps(method)
     async def run(self: Any, *args: Any, **kwargs: Any) -> T:
         budget = self.timeout
-        if budget is None:
+        loop = asyncio._get_running_loop()
+        if budget is None or loop is None:
+            # No loop: a sync store's call (run_blocking), bounded by its client's socket
+            # timeouts, which client_options derives from the same budget.
             return await method(self, *args, **kwargs)
-        loop = asyncio.get_running_loop()
         watchdog = _last_watchdog[0]
         if watchdog is None or watchdog.loop() is not loop:
             watchdog = _watchdog_of(loop)

@@ -60,6 +60,7 @@ from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
 from redis.client import NEVER_DECODE
 
 from .errors import ErrorCode, SessionError
+from .redis_client import CLUSTERS, SYNC_CLIENTS, io
 from .validate import integer, seconds
 
 DEFAULT_ACK_TIMEOUT = 1.0
@@ -106,7 +107,13 @@ async def write_acked(client: Union[Redis, RedisCluster], key: str, command: Com
                       *, fallback: Command | None = None) -> Any:
     """Run ``command`` (a write on ``key``) as ``[command, ROLE, WAIT, ROLE]`` on one
     connection; its reply, undecoded, once ``acks.replicas`` replicas have it.
-    ``fallback`` is sent instead after NOSCRIPT (the EVAL of an EVALSHA)."""
+    ``fallback`` is sent instead after NOSCRIPT (the EVAL of an EVALSHA).
+
+    A sync standalone client works the same (redis_client.io; pauses block the thread);
+    a sync cluster client is refused here: its pipelines have no per-node send."""
+    blocking = isinstance(client, SYNC_CLIENTS)
+    if blocking and isinstance(client, CLUSTERS):
+        raise SessionError(ErrorCode.INPUT_INVALID, "replica_acks is not supported on a synchronous cluster client yet")
     started = time.monotonic()
     node, replies = await _send(client, key, command, acks)
     if isinstance(replies[0], rx.NoScriptError) and fallback is not None:
@@ -125,9 +132,12 @@ async def write_acked(client: Union[Redis, RedisCluster], key: str, command: Com
             return reply
         if time.monotonic() >= started + patience:
             raise _not_replicated(acked, acks)
-        await asyncio.sleep(POLL)
-        role = await (client.execute_command("ROLE", target_nodes=node, **_RAW) if node is not None
-                      else client.execute_command("ROLE", **_RAW))
+        if blocking:
+            time.sleep(POLL)
+        else:
+            await asyncio.sleep(POLL)
+        role = await io(client.execute_command("ROLE", target_nodes=node, **_RAW) if node is not None
+                        else client.execute_command("ROLE", **_RAW))
 
 
 def _not_replicated(acked: int, acks: ReplicaAcks) -> SessionError:
@@ -154,7 +164,7 @@ async def _send(client: Union[Redis, RedisCluster], key: str, write: Command,
         pipe = client.pipeline(transaction=False)
         for command in _commands(write, acks, read_timeout):
             pipe.execute_command(*command, **_RAW)
-        return None, await pipe.execute(raise_on_error=False)
+        return None, await io(pipe.execute(raise_on_error=False))
     await client.initialize()
     node = _node(client.get_node_from_key(key))
     replies = await _on_node(node, write, acks)

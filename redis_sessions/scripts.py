@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from redis.client import NEVER_DECODE
 from redis.exceptions import NoScriptError
 
-from .redis_client import AnyRedis
+from .redis_client import AnyRedis, io
 
 if TYPE_CHECKING:
     from importlib.abc import Traversable
@@ -62,10 +62,13 @@ class LuaScript:
         self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
 
     async def __call__(self, client: AnyRedis, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """The script's reply. A sync client's call blocks and returns it (redis_client.io);
+        the check is inlined: this is every save's call."""
         try:
-            return await client.evalsha(self.sha, len(keys), *keys, *args)
+            reply = client.evalsha(self.sha, len(keys), *keys, *args)
+            return await reply if hasattr(type(reply), "__await__") else reply
         except NoScriptError:
-            return await client.eval(self.source, len(keys), *keys, *args)
+            return await io(client.eval(self.source, len(keys), *keys, *args))
 
 
 @lru_cache(maxsize=None)
@@ -86,6 +89,6 @@ class RawLibScript(LuaScript):
 
     async def __call__(self, client: AnyRedis, keys: Sequence[str], args: Sequence[Any]) -> Any:
         try:
-            return await client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args, **{NEVER_DECODE: []})
+            return await io(client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args, **{NEVER_DECODE: []}))
         except NoScriptError:
-            return await client.execute_command("EVAL", self.source, len(keys), *keys, *args, **{NEVER_DECODE: []})
+            return await io(client.execute_command("EVAL", self.source, len(keys), *keys, *args, **{NEVER_DECODE: []}))

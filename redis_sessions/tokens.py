@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import threading
 import weakref
 from typing import Any, Iterable, Optional
 
@@ -107,8 +108,9 @@ def unknown_outcome(exc: BaseException) -> bool:
     return True
 
 
-def _task() -> Optional["asyncio.Task[Any]"]:
+def _task() -> Optional[object]:
+    """The caller: its asyncio task, or with no loop running (a sync store's call) its thread."""
     try:
         return asyncio.current_task()
     except RuntimeError:
-        return None
+        return threading.current_thread()

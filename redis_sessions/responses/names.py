@@ -25,6 +25,7 @@ such an id (:func:`..ids.marks_names`) reads ``m``, ``w`` and the list with a pl
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 
 from .protocol import INLINE_BYTES
@@ -150,3 +151,30 @@ class Memo:
             return None
         self._chains.move_to_end(start)
         return got[0]
+
+
+class SharedMemo(Memo):
+    """A :class:`Memo` that many threads use at once: a sync store shared by a threaded
+    server. Reads of one entry are one dict lookup; what changes the order or the sums
+    (and could meet another thread's change half-way) holds a lock. The asyncio store
+    needs none: its coroutines never run at once."""
+
+    def __init__(self, entries: int = MEMO_ENTRIES, size: int = MEMO_BYTES, inline: int = INLINE_BYTES) -> None:
+        super().__init__(entries, size, inline)
+        self._lock = threading.Lock()
+
+    def remember(self, start: str, ancestors: bytes, largest: int, readable: bool = True) -> None:
+        with self._lock:
+            super().remember(start, ancestors, largest, readable)
+
+    def forget(self, start: str) -> None:
+        with self._lock:
+            super().forget(start)
+
+    def outgrown(self, start: str, largest: int) -> None:
+        with self._lock:
+            super().outgrown(start, largest)
+
+    def known(self, start: str) -> bytes | None:
+        with self._lock:
+            return super().known(start)

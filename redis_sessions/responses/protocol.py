@@ -89,6 +89,10 @@ class ChainEngine(Protocol):
     has the effect and the answer of running it once."""
 
     round_trips: int
+    @property
+    def blocking(self) -> bool:
+        """Whether the engine's calls block (a sync client): two independent ones then run
+        one after the other, since there is no loop to run them together."""
 
     async def locate(self, response_id: str, slide_ms: int) -> str | None:
         """The thread tag of a foreign id, refreshing its TTL when slide_ms > 0."""

@@ -7,16 +7,14 @@ commands that redis-py routes by key.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from typing import Any, Awaitable, Callable, Sequence
 
-from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ClusterError, ResponseError, TryAgainError
 
 from ..errors import ErrorCode, SessionError
 from ..keys import KeySpace
-from ..redis_client import RedisLink, as_text, translate_errors, translated
+from ..redis_client import CLUSTERS, RedisLink, as_text, awaitable, io, translate_errors, translated
 from ..replication import ReplicaAcks, write_acked
 from ..scripts import LuaScript, RawLibScript, script
 from . import jumps, names
@@ -152,6 +150,10 @@ class RedisChainEngine:
         self._repoint = script("chain_repoint")
         self._cover = RawLibScript("chain_cover", "chain_lib")
 
+    @property
+    def blocking(self) -> bool:
+        return self.link.blocking
+
     def limit_records(self, max_record_bytes: int) -> None:
         """Records may be up to ``max_record_bytes``."""
         self.record_limit = max_record_bytes
@@ -162,18 +164,18 @@ class RedisChainEngine:
         self.round_trips += 1
         async with translate_errors(f"locator {key!r}"):
             if legacy is None:
-                value = await self._get(client, key, slide_ms)
-            elif isinstance(client, RedisCluster):
+                value = await io(self._get(client, key, slide_ms))
+            elif isinstance(client, CLUSTERS):
                 # Two slots, two nodes: the old layout's locator only on a miss.
-                value = await self._get(client, key, slide_ms)
+                value = await io(self._get(client, key, slide_ms))
                 if value is None:
-                    value = await self._get(client, legacy, slide_ms)
+                    value = await io(self._get(client, legacy, slide_ms))
             else:
                 # The old layout's locator too, in the same request (keys.py: layout change).
                 pipe = client.pipeline(transaction=False)
                 self._get(pipe, key, slide_ms)
                 self._get(pipe, legacy, slide_ms)
-                value, old = await pipe.execute()
+                value, old = await io(pipe.execute())
                 value = old if value is None else value
         return None if value is None else as_text(value)
 
@@ -190,7 +192,7 @@ class RedisChainEngine:
                 command = ("SET", key, thread, "NX", "GET", *(("PX", ttl_ms) if ttl_ms else ()))
                 old = await write_acked(self.link.client, key, command, self.acks)
             else:
-                old = await self.link.client.set(key, thread, nx=True, get=True, px=ttl_ms or None)
+                old = await io(self.link.client.set(key, thread, nx=True, get=True, px=ttl_ms or None))
         return None if old is None else as_text(old)
 
     async def repoint(self, response_id: str, found: str, thread: str, ttl_ms: int) -> str | None:
@@ -219,7 +221,7 @@ class RedisChainEngine:
             for key in keys:
                 if key is not None:
                     queue(pipe, key)
-            await pipe.execute()
+            await io(pipe.execute())
 
     async def save(self, thread: str, request: SaveRequest) -> tuple[str, str]:
         key = self.keys.thread(thread)
@@ -268,7 +270,7 @@ class RedisChainEngine:
                 except (TryAgainError, ClusterError) as exc:
                     if attempt == TRYAGAIN_ROUNDS - 1 or (isinstance(exc, ClusterError) and "TTL" not in str(exc)):
                         raise
-                    await asyncio.sleep(min(0.01 * 2 ** attempt, 0.5))
+                    await self.link.pause(min(0.01 * 2 ** attempt, 0.5))
         return _saved(result, request)
 
     def fetch(self, thread: str, response_id: str, slide_ms: int) -> Awaitable[object | None]:
@@ -279,7 +281,7 @@ class RedisChainEngine:
         if slide_ms > 0:
             return self._fetch_sliding(thread, response_id, slide_ms)
         self.round_trips += 1
-        return self.link.client.hget(self.keys.thread(thread), self.keys.data_field(response_id))
+        return awaitable(self.link.client.hget(self.keys.thread(thread), self.keys.data_field(response_id)))
 
     async def _fetch_sliding(self, thread: str, response_id: str, slide_ms: int) -> object | None:
         status, detail, records, _ = await self.walk(thread, response_id, 1, slide_ms)
@@ -294,7 +296,7 @@ class RedisChainEngine:
         key = self.keys.thread(thread)
         self.round_trips += 1
         async with translate_errors(f"thread {key!r}"):
-            return bool(await self.link.client.hexists(key, self.keys.data_field(response_id)))
+            return bool(await io(self.link.client.hexists(key, self.keys.data_field(response_id))))
 
     async def walk(self, thread: str, start: str, limit: int, slide_ms: int,
                    jumps: bool = True, *, named: bool = False) -> tuple[str, str, Sequence[object], Sequence[str] | None]:
@@ -319,8 +321,8 @@ class RedisChainEngine:
         if named and jumps and slide_ms <= 0:
             self.round_trips += 1
             try:
-                m, w, raw = await self.link.client.hmget(key, self.keys.LARGEST_FIELD, self.keys.LAST_WRITE_FIELD,
-                                                         self.keys.names_field(start))
+                m, w, raw = await io(self.link.client.hmget(key, self.keys.LARGEST_FIELD, self.keys.LAST_WRITE_FIELD,
+                                                            self.keys.names_field(start)))
             except ResponseError as exc:
                 if not str(exc).startswith("WRONGTYPE"):
                     raise translated(exc, f"thread {key!r}") from None
@@ -412,12 +414,12 @@ class RedisChainEngine:
             for trip in read_plan(len(fields), record_bytes):
                 self.round_trips += 1
                 if len(trip) == 1:
-                    records.extend(await self.link.client.hmget(key, fields[trip[0]]))
+                    records.extend(await io(self.link.client.hmget(key, fields[trip[0]])))
                     continue
                 pipe = self.link.client.pipeline(transaction=False)
                 for part in trip:
                     pipe.hmget(key, fields[part])
-                for reply in await pipe.execute():
+                for reply in await io(pipe.execute()):
                     records.extend(reply)
         return records
 
@@ -437,14 +439,14 @@ class RedisChainEngine:
         cursor = 0
         async with translate_errors(f"thread {key!r}"):
             self.round_trips += 1
-            largest = _largest_told(*await self.link.client.hmget(key, KeySpace.LARGEST_FIELD,
-                                                                  KeySpace.LAST_WRITE_FIELD))
+            largest = _largest_told(*await io(self.link.client.hmget(key, KeySpace.LARGEST_FIELD,
+                                                                     KeySpace.LAST_WRITE_FIELD)))
             count = THREAD_SCAN_BLIND if largest is None else max(1, min(THREAD_SCAN_COUNT,
                                                                          THREAD_SCAN_BYTES // max(largest, 1)))
             while True:
                 self.round_trips += 1
                 # Pointer fields only, a page at a time: HSCAN's COUNT bounds each call.
-                cursor, page = await self.link.client.hscan(key, cursor, match="p:*", count=count)
+                cursor, page = await io(self.link.client.hscan(key, cursor, match="p:*", count=count))
                 ids.extend(as_text(field)[2:] for field in page)
                 if cursor == 0:
                     return list(dict.fromkeys(ids))  # HSCAN may return a field twice
@@ -454,7 +456,7 @@ class RedisChainEngine:
         self.round_trips += 1
         async with translate_errors(f"thread {key!r}"):
             # UNLINK: a big hash is freed by a background thread, not by the shard's one.
-            await self.link.client.execute_command("UNLINK", key)
+            await io(self.link.client.execute_command("UNLINK", key))
 
     async def unpoint_many(self, response_ids: Sequence[str]) -> None:
         await self._on_locators(response_ids, lambda pipe, key: pipe.execute_command("DEL", key))
@@ -469,7 +471,7 @@ class RedisChainEngine:
                 pipe = self.link.client.pipeline(transaction=False)
                 for key in keys[at:at + LOCATOR_BATCH]:
                     queue(pipe, key)
-                await pipe.execute()
+                await io(pipe.execute())
 
     async def _run(self, lua: LuaScript, keys: list[str], args: list[Any]) -> Any:
         """A write script, waited for by replicas if ``acks`` asks so (on the node of

@@ -65,14 +65,24 @@ A = TypeVar("A")
 B = TypeVar("B")
 
 
-async def _together(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+async def _together(first: Awaitable[A], second: Awaitable[B], blocking: bool = False) -> tuple[A, B]:
     """Two independent calls (two keys, two slots) in one round trip's time; the
-    first error, if any, is raised once both have finished."""
-    one, two = await asyncio.gather(first, second, return_exceptions=True)
+    first error, if any, is raised once both have finished. ``blocking`` (a sync
+    client): one after the other, each already done when it returns (no loop)."""
+    if blocking:
+        outcomes: list[Any] = []
+        for call in (first, second):
+            try:
+                outcomes.append(await call)
+            except Exception as exc:
+                outcomes.append(exc)
+        one, two = outcomes
+    else:
+        one, two = await asyncio.gather(first, second, return_exceptions=True)
     for outcome in (one, two):
         if isinstance(outcome, BaseException):
             raise outcome
-    return one, two  # type: ignore[return-value]
+    return one, two
 
 
 def _check_conversations(conversations: Any, keys: KeySpace, server: object) -> None:
@@ -545,7 +555,8 @@ class ChainStore:
             thread: str | None = parent_thread or foreign_root_thread(response_id)
             current = await self.engine.locate(response_id, 0)
         else:
-            thread, current = await _together(self.engine.locate(parent, 0), self.engine.locate(response_id, 0))
+            thread, current = await _together(self.engine.locate(parent, 0), self.engine.locate(response_id, 0),
+                                              self.engine.blocking)
         if thread is None:
             raise SessionError(ErrorCode.CHAIN_NOT_FOUND, f"previous_response_id {parent!r} was not found")
         if current is not None and current != thread and await self.engine.has(current, response_id):
@@ -565,7 +576,7 @@ class ChainStore:
             if touch is not None:
                 await touch
         elif touch is not None:
-            await _together(self._point(response_id, thread), touch)
+            await _together(self._point(response_id, thread), touch, self.engine.blocking)
         else:
             await self._point(response_id, thread)
 
