@@ -11,6 +11,7 @@ from redis_sessions import (
     StoredResponseRequestSnapshot,
     StoredResponseSession,
     StoredResponseSnapshot,
+    SyncResponseSessionStore,
 )
 from redis_sessions.responses import ChainStore
 
@@ -18,9 +19,56 @@ from redis_sessions.responses import ChainStore
 def make_store(backend: Any, **options: Any) -> ChainStore:
     """A store on ``backend``'s server and prefix. Records are stored uncompressed unless
     ``compression=True`` is passed: the chain tests size their records (a payload of "x"
-    would compress to nothing); tests/test_compression.py runs the chains compressed."""
+    would compress to nothing); tests/test_compression.py runs the chains compressed.
+    On a backend of the ``sync`` API (tests/conftest.py: the modules that run both), the
+    SyncResponseSessionStore on a sync client of the same server, behind async methods."""
     options.setdefault("compression", False)
+    if getattr(backend, "api", "async") == "sync":
+        sync = SyncResponseSessionStore(backend.sync_client(), key_prefix=backend.prefix, **options)
+        return SyncAdapter(sync)  # type: ignore[return-value]
     return RedisResponseSessionStore(backend.client, key_prefix=backend.prefix, **options)
+
+
+class SyncAdapter:
+    """A SyncResponseSessionStore behind ``async def`` methods that call its sync ones, so
+    the async behaviour suites run on it unchanged. Attributes the tests reach for
+    (``keys``, ``engine``, ``round_trips``, ...) are the core store's."""
+
+    def __init__(self, sync: SyncResponseSessionStore) -> None:
+        object.__setattr__(self, "sync", sync)
+
+    async def new_response_id(self, *args: Any, **kwargs: Any) -> Any:
+        return self.sync.new_response_id(*args, **kwargs)
+
+    async def get(self, *args: Any, **kwargs: Any) -> Any:
+        return self.sync.get(*args, **kwargs)
+
+    async def resolve_chain(self, *args: Any, **kwargs: Any) -> Any:
+        return self.sync.resolve_chain(*args, **kwargs)
+
+    async def save(self, *args: Any, **kwargs: Any) -> Any:
+        return self.sync.save(*args, **kwargs)
+
+    async def delete(self, *args: Any, **kwargs: Any) -> Any:
+        return self.sync.delete(*args, **kwargs)
+
+    async def delete_thread(self, *args: Any, **kwargs: Any) -> Any:
+        return self.sync.delete_thread(*args, **kwargs)
+
+    async def close(self) -> None:
+        self.sync.close()
+
+    async def __aenter__(self) -> "SyncAdapter":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.sync.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sync.core, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self.sync.core, name, value)
 
 
 def record(

@@ -30,6 +30,21 @@ BACKENDS: dict[str, list[pytest.MarkDecorator]] = {
 }
 REDIS_BACKENDS = ["fakeredis", "redis", "cluster"]
 REAL_BACKENDS = ["redis", "cluster"]
+APIS = ("async", "sync")
+SYNC_MODULES = {"test_responses", "test_responses_redis", "test_sync_responses"}
+"""Modules whose backend tests run over both APIs: ``make_store`` then gives, for
+``sync``, the SyncResponseSessionStore behind async methods (chains.SyncAdapter)."""
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.module.__name__.rpartition(".")[2] in SYNC_MODULES and "api" in metafunc.fixturenames:
+        metafunc.parametrize("api", APIS, indirect=True)
+
+
+@pytest.fixture
+def api(request: pytest.FixtureRequest) -> str:
+    """Which API ``make_store`` builds: ``async`` unless the module runs both."""
+    return str(getattr(request, "param", "async"))
 
 
 def backend_params(names: list[str]) -> list[Any]:
@@ -71,16 +86,44 @@ class Backend:
     clock: FakeClock = field(default_factory=FakeClock)
     url: str | None = None
     server: Any = None
+    api: str = "async"
+    sync: Any = None  # a redis-py sync client of the same server, made on first use
+
+    def sync_client(self) -> Any:
+        if self.sync is None:
+            if self.name == "fakeredis":
+                import fakeredis
+
+                self.sync = fakeredis.FakeRedis(server=self.server)
+            elif self.name == "redis":
+                import redis
+
+                self.sync = redis.Redis.from_url(self.url)
+            else:
+                import redis.cluster
+
+                self.sync = redis.cluster.RedisCluster(host="127.0.0.1", port=self.server.ports[0])
+        return self.sync
+
+    def close_sync(self) -> None:
+        if self.sync is not None:
+            self.sync.close()
 
 
-async def make_backend(name: str, request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+async def make_backend(name: str, request: pytest.FixtureRequest, api: str = "async") -> AsyncIterator[Backend]:
+    async for backend in _make_backend(name, request, api):
+        yield backend
+        backend.close_sync()
+
+
+async def _make_backend(name: str, request: pytest.FixtureRequest, api: str) -> AsyncIterator[Backend]:
     prefix = f"t{uuid.uuid4().hex[:10]}"
     if name == "fakeredis":
         import fakeredis
 
         server = fakeredis.FakeServer()
         client = fakeredis.FakeAsyncRedis(server=server)
-        yield Backend(name, prefix, client, server=server)
+        yield Backend(name, prefix, client, server=server, api=api)
         await client.aclose()
         return
     from redis.asyncio import Redis
@@ -89,31 +132,31 @@ async def make_backend(name: str, request: pytest.FixtureRequest) -> AsyncIterat
     if name == "redis":
         srv = request.getfixturevalue("redis_server")
         client = Redis.from_url(srv.url)
-        yield Backend(name, prefix, client, url=srv.url, server=srv)
+        yield Backend(name, prefix, client, url=srv.url, server=srv, api=api)
         await client.aclose()
         return
     cluster = request.getfixturevalue("redis_cluster")
     client = RedisCluster(host="127.0.0.1", port=cluster.ports[0])
     await client.initialize()
-    yield Backend(name, prefix, client, url=cluster.url, server=cluster)
+    yield Backend(name, prefix, client, url=cluster.url, server=cluster, api=api)
     await client.aclose()
 
 
 @pytest.fixture(params=backend_params(list(BACKENDS)))
-async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
-    async for b in make_backend(request.param, request):
+async def backend(request: pytest.FixtureRequest, api: str) -> AsyncIterator[Backend]:
+    async for b in make_backend(request.param, request, api):
         yield b
 
 
 @pytest.fixture(params=backend_params(REDIS_BACKENDS))
-async def redis_backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
-    async for b in make_backend(request.param, request):
+async def redis_backend(request: pytest.FixtureRequest, api: str) -> AsyncIterator[Backend]:
+    async for b in make_backend(request.param, request, api):
         yield b
 
 
 @pytest.fixture(params=backend_params(REAL_BACKENDS))
-async def real_backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
-    async for b in make_backend(request.param, request):
+async def real_backend(request: pytest.FixtureRequest, api: str) -> AsyncIterator[Backend]:
+    async for b in make_backend(request.param, request, api):
         yield b
 
 
