@@ -194,7 +194,14 @@ def from_url(
         return _sentinel_client(parts, options, api)
     try:
         if cluster:
-            return api.cluster.from_url(clean, **options)
+            try:
+                return api.cluster.from_url(clean, **options)
+            except (rx.ConnectionError, rx.TimeoutError, rx.RedisClusterException) as exc:
+                if not blocking:
+                    raise
+                # redis-py's sync cluster client reads the slot map as it is built (the
+                # asyncio one on first use): an unreachable cluster, not a bad URL.
+                raise translate(exc, "cluster") or exc from None
         client = api.redis.from_url(clean, **options)
         client.connection_pool.make_connection()  # an unknown option fails here
         return client
@@ -292,6 +299,9 @@ async def close_client(client: AnyRedis) -> None:
         pass  # closing a client whose server or loop is gone has nothing left to release
 
 
+_BUILDING = threading.Lock()
+
+
 class RedisLink:
     """A store's or session's way to Redis: the client for the running loop, the budget.
 
@@ -322,7 +332,7 @@ class RedisLink:
         if (client is None) == (factory is None):
             raise SessionError(ErrorCode.INPUT_INVALID, "a RedisLink takes a client or a factory")
         if blocking:
-            if not isinstance(client, SYNC_CLIENTS):
+            if client is not None and not isinstance(client, SYNC_CLIENTS):
                 raise SessionError(ErrorCode.INPUT_INVALID, "a synchronous store takes a redis-py sync Redis or "
                                    f"RedisCluster (redis.Redis, redis.cluster.RedisCluster), got {type(client).__name__}")
         elif isinstance(client, SYNC_CLIENTS):
@@ -354,12 +364,23 @@ class RedisLink:
         redis_kwargs: Mapping[str, Any] | None = None,
         blocking: bool = False,
     ) -> "RedisLink":
-        if blocking:  # one sync client for every thread: built now (no I/O), closed by close()
-            client = from_url(url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs, blocking=True)
-            return cls(client, timeout=timeout, blocking=True, owned=True)
         from_url(url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs)  # refuse bad options now
+        if blocking:
+            # One sync client for every thread, built on first use (a sync cluster client
+            # reads the slot map as it is built: no I/O here either), closed by close().
+            return cls(factory=functools.partial(from_url, url, cluster=cluster, timeout=timeout,
+                                                 redis_kwargs=redis_kwargs, blocking=True),
+                       timeout=timeout, blocking=True, owned=True)
         return cls(factory=functools.partial(from_url, url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs),
                    timeout=timeout)
+
+    def _build_sync(self) -> Any:
+        """The sync client of a link built from a URL, made once for all threads."""
+        with _BUILDING:
+            if self._client is None:
+                assert self._factory is not None
+                self._client = self._factory()
+            return self._client
 
     def pause(self, delay: float) -> Awaitable[None]:
         """Wait ``delay`` seconds between two tries: blocking the thread for a sync
@@ -373,16 +394,19 @@ class RedisLink:
         """Close a sync client this link built (``to_url(blocking=True)``); else nothing."""
         if self._owned and isinstance(self._client, SYNC_CLIENTS):
             self._client.close()
+            self._client = None
 
     @property
     def owns_client(self) -> bool:
-        return self._factory is not None or self._owned
+        return self._factory is not None
 
     @property
     def client(self) -> AnyRedis:
         """The client to use on the running event loop (a sync link's one client)."""
         if self.blocking:
-            return cast(AnyRedis, self._client)  # typed as the asyncio one: io() tells them apart
+            client = self._client
+            # typed as the asyncio one: io() tells them apart
+            return cast(AnyRedis, client if client is not None else self._build_sync())
         loop = asyncio.get_running_loop()
         if self._factory is None:
             assert self._client is not None
@@ -418,7 +442,7 @@ class RedisLink:
 
     async def close(self) -> None:
         """Close the client this link built for the running loop (if any)."""
-        if self._factory is None:
+        if self._factory is None or self.blocking:
             self.close_now()
             return
         try:
