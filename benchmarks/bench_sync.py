@@ -1,0 +1,98 @@
+"""The sync response store vs raw synchronous redis-py, side by side in one run.
+
+    python benchmarks/bench_sync.py [--url redis://...] [--rounds 7]
+
+- save: SyncResponseSessionStore.save against msgspec encode + the EVALSHA of the
+  store's own save script with the arguments the store sends (a fresh operation token
+  each), on redis-py's sync client;
+- get: SyncResponseSessionStore.get against HGET + decode.
+
+Rounds alternate between the two sides (each round: ``--calls`` calls per side, the
+order flipped every round); the table gives each side's best round and the ratio
+store / raw of calls per second (1.00: the store costs nothing over hand-written
+redis-py). The store drives the async core without a loop (redis_sessions/responses/sync.py).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import msgspec
+import redis
+
+from _common import parser, redis_url
+from bench_responses import record
+from redis_sessions import SyncResponseSessionStore, new_response_id
+from redis_sessions.codec import decode_session
+from redis_sessions.ids import thread_of
+from redis_sessions.limits import DEFAULT_TTL_SECONDS
+from redis_sessions.responses.protocol import SaveRequest
+from redis_sessions.responses.redis_engine import _save_args
+from redis_sessions.responses.store import OVERWRITE_CYCLE_WALK_LIMIT
+from redis_sessions.scripts import script
+from redis_sessions.tokens import new_token
+
+
+def alternate(rounds: int, sides: dict[str, tuple[Callable[[int], None], int]]) -> dict[str, float]:
+    """Best calls/s per side over ``rounds`` alternating rounds."""
+    best = {name: 0.0 for name in sides}
+    names = list(sides)
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else reversed(names):
+            call, n = sides[name]
+            start = time.perf_counter()
+            for i in range(n):
+                call(i)
+            best[name] = max(best[name], n / (time.perf_counter() - start))
+    return best
+
+
+def main() -> None:
+    p = parser(__doc__ or "")
+    p.add_argument("--calls", type=int, default=3000, help="calls per side per round")
+    args = p.parse_args()
+    n, rounds = args.calls, args.rounds
+    with redis_url(args.url) as url:
+        client = redis.Redis.from_url(url)
+        store = SyncResponseSessionStore(client, key_prefix="bsync")
+        save_script = script("chain_save")
+        client.script_load(save_script.source)  # the raw side loads its script up front
+        ours = [record(new_response_id(), None, i) for i in range(n * rounds)]
+        raw = [record(new_response_id(), None, i) for i in range(n * rounds)]
+        at = {"ours": 0, "raw": 0}
+        ttl_ms = DEFAULT_TTL_SECONDS * 1000
+
+        def ours_save(_: int) -> None:
+            store.save(ours[at["ours"]])
+            at["ours"] += 1
+
+        def raw_save(_: int) -> None:
+            rec = raw[at["raw"]]
+            at["raw"] += 1
+            blob = msgspec.msgpack.encode(rec)
+            request = SaveRequest(rec.id, "", False, "", False, blob, ttl_ms, OVERWRITE_CYCLE_WALK_LIMIT,
+                                  new_token(), True)
+            client.evalsha(save_script.sha, 1, f"bsync:{{{thread_of(rec.id)}}}:chain", *_save_args(request))
+
+        save = alternate(rounds, {"ours": (ours_save, n), "raw": (raw_save, n)})
+        ours_ids = [rec.id for rec in ours[:n]]
+        raw_ids = [rec.id for rec in raw[:n]]
+
+        def ours_get(i: int) -> None:
+            assert store.get(ours_ids[i]) is not None
+
+        def raw_get(i: int) -> None:
+            rid = raw_ids[i]
+            decode_session(client.hget(f"bsync:{{{thread_of(rid)}}}:chain", f"d:{rid}"), rid, rid)
+
+        get = alternate(rounds, {"ours": (ours_get, n), "raw": (raw_get, n)})
+        print("| operation (sync) | redis_sessions calls/s | raw redis-py calls/s | ratio |")
+        print("|---|---:|---:|---:|")
+        for name, result in (("save", save), ("get", get)):
+            print(f"| {name} | {result['ours']:,.0f} | {result['raw']:,.0f} | {result['ours'] / result['raw']:.2f} |")
+        client.close()
+
+
+if __name__ == "__main__":
+    main()
