@@ -363,3 +363,23 @@ async def test_a_wait_cut_short_by_the_read_timeout_is_made_up_by_role(replicate
         assert "1 of the 2 replica(s)" in caught.value.message
     finally:
         await store.close()
+
+
+def test_the_sync_store_waits_for_the_replica_too(pair: Pair) -> None:
+    """The same write path (replication.write_acked) on redis-py's sync client."""
+    from redis_sessions import SyncResponseSessionStore, new_response_id
+
+    with SyncResponseSessionStore.from_url(pair.master.url, key_prefix=_prefix(), replica_acks=1) as store:
+        first = store.new_response_id()
+        store.save(record(first))
+        second = store.new_response_id(first)
+        store.save(record(second, first))
+        key = store.keys.thread(second.split("_")[1])
+        assert pair.command(pair.replica, "HEXISTS", key, store.keys.data_field(second)) == 1
+        assert store.delete(second) is True
+        assert pair.command(pair.replica, "HEXISTS", key, store.keys.data_field(second)) == 0
+    with SyncResponseSessionStore.from_url(pair.master.url, key_prefix=_prefix(), replica_acks=2,
+                                           replica_ack_timeout=0.2) as two:
+        with pytest.raises(SessionError) as err:
+            two.save(record(new_response_id()))  # one replica only: the poll between ROLEs blocks, no loop
+        assert err.value.code is ErrorCode.BACKEND_NOT_REPLICATED

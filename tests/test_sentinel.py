@@ -176,3 +176,16 @@ def test_bad_sentinel_urls_are_refused_before_any_io(url, words):
     with pytest.raises(SessionError) as err:
         create_response_session_store(SessionConfig(url=url))
     assert err.value.http_status == 400 and words in err.value.message
+
+
+def test_the_sync_store_finds_the_master_through_the_sentinel(sentinel_setup):
+    """redis-py's sync Sentinel, built from the same URL parsing and options."""
+    from redis_sessions import SyncResponseSessionStore
+
+    with SyncResponseSessionStore.from_url(sentinel_setup.url, key_prefix="sync-sent") as store:
+        first = record("resp_sync_sentinel_1")
+        store.save(first)
+        store.save(record("resp_sync_sentinel_2", first.id))
+        assert [r.id for r in store.resolve_chain("resp_sync_sentinel_2").sessions] == [first.id, "resp_sync_sentinel_2"]
+        with redis.Redis(port=sentinel_setup.master_port()) as master:
+            assert len(list(master.scan_iter("sync-sent:*"))) >= 2
