@@ -328,3 +328,27 @@ def test_the_wsgi_example_keeps_a_chain(redis_server, monkeypatch):
     assert third["history"] == 2
     status, missing = _post(gateway.app, {"input": "x", "previous_response_id": "resp_nope"})
     assert status == 404 and missing["error"]["code"] == "session.chain.not_found"
+
+
+@pytest.mark.real
+@pytest.mark.redis_only
+def test_tls_with_the_documented_acl_user():
+    """rediss:// with a CA file, as the ACL user docs/production.md defines: the sync store
+    sends the same commands as the async one, so it needs no other permission."""
+    from servers import TlsServer
+    from test_readme_blocks import ACL_RULES
+
+    server = TlsServer()
+    try:
+        server.command("ACL", "SETUSER", "gateway", "reset", "on", ">gw-pw", *ACL_RULES)
+        url = f"rediss://gateway:gw-pw@localhost:{server.port}/0"
+        with SyncResponseSessionStore.from_url(url, key_prefix="rs:sync", redis_kwargs={"ssl_ca_certs": server.ca_file},
+                                               timeout=5.0) as store:
+            first = store.new_response_id()
+            store.save(record(first))
+            store.save(record("ext-tls", first))
+            assert [s.id for s in store.resolve_chain("ext-tls").sessions] == [first, "ext-tls"]
+            assert store.delete("ext-tls") is True
+            assert store.delete_thread(first) == 1
+    finally:
+        server.close()
