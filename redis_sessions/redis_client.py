@@ -155,11 +155,6 @@ class _Api:
     parse_url: Callable[[str], Any]
 
 
-_ASYNC_API = _Api(Redis, RedisCluster, Sentinel, None, Retry, parse_url)
-_SYNC_API = _Api(sync_redis.Redis, sync_cluster.RedisCluster, sync_sentinel.Sentinel, _SyncSentinelMaster,
-                 sync_retry.Retry, sync_connection.parse_url)
-
-
 def from_url(
     url: str,
     *,
@@ -220,6 +215,11 @@ class _SentinelMaster(Redis):
             await sentinel.aclose()
 
 
+_ASYNC_API = _Api(Redis, RedisCluster, Sentinel, _SentinelMaster, Retry, parse_url)
+_SYNC_API = _Api(sync_redis.Redis, sync_cluster.RedisCluster, sync_sentinel.Sentinel, _SyncSentinelMaster,
+                 sync_retry.Retry, sync_connection.parse_url)
+
+
 def _host_port(address: str) -> tuple[str, int]:
     """``host``, ``host:port``, ``[v6]`` or ``[v6]:port``; the port defaults to the sentinel's."""
     host, port = address, ""
@@ -268,7 +268,7 @@ def _sentinel_client(parts: SplitResult, options: dict[str, Any], api: _Api = _A
     # unused-ignore: the mypy releases that type Sentinel's call need no ignore; older ones do.
     manager = api.sentinel(sentinels, sentinel_kwargs={**timeouts, **sentinel_auth})
     try:
-        client = manager.master_for(service, redis_class=api.master or _SentinelMaster, **options)
+        client = manager.master_for(service, redis_class=api.master, **options)
         client.connection_pool.make_connection()  # an unknown option fails here
     except TypeError as exc:
         raise SessionError(ErrorCode.INPUT_INVALID, f"bad Redis client option: {exc}") from None
