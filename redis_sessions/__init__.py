@@ -7,6 +7,7 @@ from .conversations import (
     ConversationItemList,
     ConversationStore,
     RedisConversationStore,
+    SyncConversationStore,
 )
 from .errors import ErrorCode, SessionError
 from .ids import new_response_id, validate_id
@@ -32,6 +33,7 @@ __all__ = [
     "ConversationStore",
     "MemoryConversationStore",
     "RedisConversationStore",
+    "SyncConversationStore",
     "create_conversation_store",
     "CompactionSession",
     "MemorySession",

@@ -31,9 +31,9 @@ BACKENDS: dict[str, list[pytest.MarkDecorator]] = {
 REDIS_BACKENDS = ["fakeredis", "redis", "cluster"]
 REAL_BACKENDS = ["redis", "cluster"]
 APIS = ("async", "sync")
-SYNC_MODULES = {"test_responses", "test_responses_redis"}
+SYNC_MODULES = {"test_responses", "test_responses_redis", "test_conversations"}
 """Modules whose backend tests run over both APIs: ``make_store`` then gives, for
-``sync``, the SyncResponseSessionStore behind async methods (chains.SyncAdapter)."""
+``sync``, the sync store behind async methods (chains.SyncAdapter, async_front.AsyncFront)."""
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -15,12 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from async_front import AsyncFront
 from conftest import Backend
 from redis_sessions.config import SessionConfig, create_conversation_store
 from redis_sessions import MemoryConversationStore
 from redis_sessions.conversations import (
     ConversationStore,
     RedisConversationStore,
+    SyncConversationStore,
 )
 from redis_sessions.conversations import base, paging
 from redis_sessions import tokens
@@ -28,7 +30,12 @@ from redis_sessions.errors import ErrorCode, SessionError
 
 
 def make_store(b: Backend, **options: Any) -> ConversationStore:
+    """The store on ``b``; on a backend of the ``sync`` API (tests/conftest.py), the
+    SyncConversationStore on a sync client of the same server, behind async methods."""
     options.setdefault("ttl_seconds", 600)
+    if b.api == "sync":
+        sync = SyncConversationStore(b.sync_client(), key_prefix=b.prefix, clock=b.clock, **options)
+        return AsyncFront(sync)  # type: ignore[return-value]
     return RedisConversationStore(b.client, key_prefix=b.prefix, clock=b.clock, **options)
 
 
@@ -471,5 +478,6 @@ def test_the_conversation_api_is_exported_from_the_package() -> None:
     import redis_sessions
 
     for name in ("Conversation", "ConversationDeleted", "ConversationItemList", "ConversationStore",
-                 "MemoryConversationStore", "RedisConversationStore", "create_conversation_store"):
+                 "MemoryConversationStore", "RedisConversationStore", "SyncConversationStore",
+                 "create_conversation_store"):
         assert name in redis_sessions.__all__ and hasattr(redis_sessions, name), name

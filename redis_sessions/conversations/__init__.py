@@ -1,7 +1,8 @@
 """The OpenAI Conversations API's state: conversations and their items, one Redis key each.
 
 ``RedisConversationStore`` (Redis or Redis Cluster; ``MemoryConversationStore`` in
-:mod:`redis_sessions.memory` is the same class on an in-process server);
+:mod:`redis_sessions.memory` is the same class on an in-process server;
+``SyncConversationStore`` runs its methods from synchronous code);
 ``create_conversation_store(config)`` builds either from a
 :class:`~redis_sessions.SessionConfig`.
 
@@ -45,6 +46,7 @@ from .base import ConversationStore
 from .checks import ID_PREFIXES, MAX_ITEMS_PER_CALL, MAX_ITEMS_PER_TURN, MAX_LIMIT
 from .models import Conversation, ConversationDeleted, ConversationItemList
 from .redis import RedisConversationStore
+from .sync import SyncConversationStore
 
 __all__ = [
     "ID_PREFIXES",
@@ -56,4 +58,5 @@ __all__ = [
     "ConversationItemList",
     "ConversationStore",
     "RedisConversationStore",
+    "SyncConversationStore",
 ]

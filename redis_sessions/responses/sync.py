@@ -60,8 +60,12 @@ class SyncResponseSessionStore:
         response_expiry: bool = True,
         compact_records: bool = True,
         compression: bool = True,
+        conversations: Any = None,
     ) -> None:
-        """``client``: a redis-py sync ``Redis`` or ``RedisCluster``, never closed here."""
+        """``client``: a redis-py sync ``Redis`` or ``RedisCluster``, never closed here.
+        ``conversations``: a :class:`~redis_sessions.SyncConversationStore` with this store's
+        prefix; a response saved with ``conversation_id`` then appends its turn to it in the
+        same script, as on the asyncio store."""
         link = link if link is not None else RedisLink(client, timeout=timeout, blocking=True)
         if not link.blocking:
             raise SessionError(ErrorCode.INPUT_INVALID, "SyncResponseSessionStore needs a blocking link")
@@ -72,6 +76,7 @@ class SyncResponseSessionStore:
             max_record_bytes=max_record_bytes, sliding_ttl=sliding_ttl, replay_instructions=replay_instructions,
             timeout=timeout, link=link, replica_acks=replica_acks, replica_ack_timeout=replica_ack_timeout,
             response_expiry=response_expiry, compact_records=compact_records, compression=compression,
+            conversations=conversations,
         )
         """The store whose methods this one runs: its logic is the only copy."""
         self.core._memo = SharedMemo()
