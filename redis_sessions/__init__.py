@@ -11,7 +11,7 @@ from .conversations import (
 )
 from .errors import ErrorCode, SessionError
 from .ids import new_response_id, validate_id
-from .items import CompactionSession, RedisSession
+from .items import CompactionSession, RedisSession, SyncRedisSession
 from .memory import MemoryConversationStore, MemoryResponseSessionStore, MemorySession
 from .models import (
     ResponseSessionSnapshot,
@@ -38,6 +38,7 @@ __all__ = [
     "CompactionSession",
     "MemorySession",
     "RedisSession",
+    "SyncRedisSession",
     "create_item_session",
     "UNSET",
     "ErrorCode",

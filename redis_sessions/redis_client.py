@@ -337,8 +337,8 @@ class RedisLink:
                                    f"RedisCluster (redis.Redis, redis.cluster.RedisCluster), got {type(client).__name__}")
         elif isinstance(client, SYNC_CLIENTS):
             raise SessionError(ErrorCode.INPUT_INVALID, f"{type(client).__name__} is redis-py's sync client: "
-                               "use SyncResponseSessionStore or SyncConversationStore, "
-                               "or give this one a redis.asyncio client")
+                               "use the Sync class (SyncResponseSessionStore, SyncConversationStore, "
+                               "SyncRedisSession), or give this one a redis.asyncio client")
         elif client is not None and not isinstance(client, (Redis, RedisCluster)) and not _duck_client(client):
             raise SessionError(ErrorCode.INPUT_INVALID, f"client must be a redis.asyncio Redis or RedisCluster, got {type(client).__name__}")
         if client is not None and not raw_replies and _decodes_responses(client):

@@ -9,6 +9,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from redis_sessions import SyncRedisSession
+
 
 class AsyncFront:
     def __init__(self, sync: Any) -> None:
@@ -21,8 +23,10 @@ class AsyncFront:
             bound = getattr(sync, name)
 
             async def call(*args: Any, **kwargs: Any) -> Any:
-                return bound(*args, **kwargs)
+                result = bound(*args, **kwargs)
+                return AsyncFront(result) if isinstance(result, SyncRedisSession) else result  # a fork
 
+            object.__setattr__(self, name, call)  # one wrapper per name: ``op == s.clear_session`` holds
             return call
         return getattr(sync.core, name)
 

@@ -9,10 +9,11 @@ import pytest
 from agents.memory import OpenAIResponsesCompactionAwareSession, Session, SessionSettings
 from redis.asyncio.cluster import RedisCluster
 
+from async_front import AsyncFront
 from conftest import Backend
 from redis_sessions.errors import ErrorCode, SessionError
 from redis_sessions import MemorySession
-from redis_sessions.items import CompactionSession, ItemSession, RedisSession
+from redis_sessions.items import CompactionSession, ItemSession, RedisSession, SyncRedisSession
 from redis_sessions.items import header
 from redis_sessions import tokens
 from redis_sessions.keys import KeySpace
@@ -21,7 +22,18 @@ from servers import free_port
 
 # -- helpers ------------------------------------------------------------------
 def make(b: Backend, sid: str = "s1", **kw: Any) -> ItemSession:
+    """The session on ``b``; on a backend of the ``sync`` API (tests/conftest.py), the
+    SyncRedisSession on a sync client of the same server, behind async methods."""
+    if b.api == "sync":
+        sync = SyncRedisSession(sid, client=b.sync_client(), key_prefix=b.prefix, **kw)
+        return AsyncFront(sync)  # type: ignore[return-value]
     return RedisSession(sid, client=b.client, key_prefix=b.prefix, **kw)
+
+
+def core(s: Any) -> ItemSession:
+    """What a CompactionSession wraps (it is async-only): on the sync API, the
+    SyncRedisSession's RedisSession, on the same sync client, awaited in the test's loop."""
+    return s.sync.core if isinstance(s, AsyncFront) else s
 
 
 def msgs(n: int, start: int = 0, role: str = "assistant") -> list[dict[str, Any]]:
@@ -87,7 +99,7 @@ async def test_satisfies_sdk_protocols(backend: Backend) -> None:
     s = make(backend)
     assert isinstance(s, Session)
     assert s.session_id == "s1"
-    comp = CompactionSession(s, _summarize)
+    comp = CompactionSession(core(s), _summarize)
     assert isinstance(comp, Session)
     assert isinstance(comp, OpenAIResponsesCompactionAwareSession)
     assert comp.session_id == "s1" and comp.session_settings is s.session_settings
@@ -328,7 +340,7 @@ async def test_no_ttl_means_no_expiry(clocked: Backend, name: str) -> None:
 
 async def test_one_key_per_session_and_its_ttl_covers_everything(backend: Backend) -> None:
     s = make(backend, ttl_seconds=100)
-    c = CompactionSession(s, _summarize)
+    c = CompactionSession(core(s), _summarize)
     ops = (lambda: s.add_items(msgs(12)), s.pop_item, lambda: c.compact(force=True), s.pop_item,
            lambda: s.add_items(msgs(1)), s.clear_session)
     for op in ops:
@@ -437,7 +449,7 @@ async def _summarize(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 async def test_compaction_threshold(backend: Backend) -> None:
     s = make(backend)
-    c = CompactionSession(s, _summarize)
+    c = CompactionSession(core(s), _summarize)
     await s.add_items(msgs(9))
     assert await c.compact() == "not_triggered"
     await c.run_compaction()
@@ -449,7 +461,7 @@ async def test_compaction_threshold(backend: Backend) -> None:
 
 async def test_candidates_exclude_user_messages_and_compactions(backend: Backend) -> None:
     s = make(backend)
-    c = CompactionSession(s, _summarize)
+    c = CompactionSession(core(s), _summarize)
     await s.add_items([{"type": "compaction", "summary": "old"}])
     await s.add_items(msgs(20, role="user"))
     await s.add_items([{"role": "user", "content": "easy input form"}])
@@ -469,7 +481,7 @@ async def test_force_and_custom_trigger(backend: Backend) -> None:
         seen.append(ctx)
         return False
 
-    c = CompactionSession(s, _summarize, should_trigger=never)
+    c = CompactionSession(core(s), _summarize, should_trigger=never)
     assert await c.compact() == "empty"
     await s.add_items(msgs(30))
     await c.run_compaction({"response_id": "r"})
@@ -506,7 +518,7 @@ async def _during(gate: Gate, c: CompactionSession, action: Any) -> Any:
 async def test_appends_during_compaction_are_kept(backend: Backend) -> None:
     s = make(backend)
     gate = Gate()
-    c = CompactionSession(s, gate)
+    c = CompactionSession(core(s), gate)
     await s.add_items(msgs(12))
     assert await _during(gate, c, lambda: s.add_items(msgs(2, start=12))) == "compacted"
     items = await s.get_items()
@@ -517,7 +529,7 @@ async def test_appends_during_compaction_are_kept(backend: Backend) -> None:
 async def test_failed_compaction_leaves_history(backend: Backend) -> None:
     s = make(backend)
     gate = Gate(fail=RuntimeError("model down"))
-    c = CompactionSession(s, gate)
+    c = CompactionSession(core(s), gate)
     await s.add_items(msgs(12))
     with pytest.raises(RuntimeError, match="model down"):
         await _during(gate, c, lambda: s.add_items(msgs(1, start=12)))
@@ -526,7 +538,7 @@ async def test_failed_compaction_leaves_history(backend: Backend) -> None:
 
 async def test_invalid_compactor_output_leaves_history(backend: Backend) -> None:
     s = make(backend)
-    c = CompactionSession(s, Gate(output=["not a dict"]))
+    c = CompactionSession(core(s), Gate(output=["not a dict"]))
     c.compactor.release.set()  # type: ignore[attr-defined]
     await s.add_items(msgs(12))
     with expect_error(ErrorCode.INPUT_INVALID):
@@ -537,7 +549,7 @@ async def test_invalid_compactor_output_leaves_history(backend: Backend) -> None
 async def test_pop_during_compaction_refuses_it(backend: Backend) -> None:
     s = make(backend)
     gate = Gate()
-    c = CompactionSession(s, gate)
+    c = CompactionSession(core(s), gate)
     await s.add_items(msgs(12))
     assert await _during(gate, c, s.pop_item) == "conflict"
     assert texts(await s.get_items()) == [f"m{i}" for i in range(11)]
@@ -546,7 +558,7 @@ async def test_pop_during_compaction_refuses_it(backend: Backend) -> None:
 async def test_clear_and_refill_during_compaction_refuses_it(backend: Backend) -> None:
     s = make(backend)
     gate = Gate()
-    c = CompactionSession(s, gate)
+    c = CompactionSession(core(s), gate)
     await s.add_items(msgs(12))
 
     async def clear_and_refill() -> None:
@@ -560,7 +572,7 @@ async def test_clear_and_refill_during_compaction_refuses_it(backend: Backend) -
 async def test_concurrent_compactions_one_wins(backend: Backend) -> None:
     s = make(backend)
     g1, g2 = Gate(), Gate()
-    c1, c2 = CompactionSession(s, g1), CompactionSession(make(backend), g2)
+    c1, c2 = CompactionSession(core(s), g1), CompactionSession(core(make(backend)), g2)
     await s.add_items(msgs(12))
     t1 = asyncio.ensure_future(c1.compact(force=True))
     t2 = asyncio.ensure_future(c2.compact(force=True))
@@ -577,7 +589,7 @@ async def test_compaction_drops_corrupt_entries_it_read(backend: Backend) -> Non
     s = make(backend)
     await s.add_items(msgs(11))
     await push_raw(backend, "s1", GARBAGE)
-    c = CompactionSession(s, _summarize)
+    c = CompactionSession(core(s), _summarize)
     assert await c.compact() == "compacted"
     assert await s.get_items() == [{"type": "compaction", "summary": "11 items"}]
 
@@ -589,7 +601,7 @@ async def test_compaction_to_nothing_deletes_session(backend: Backend) -> None:
     async def nothing(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return []
 
-    assert await CompactionSession(s, nothing).compact() == "compacted"
+    assert await CompactionSession(core(s), nothing).compact() == "compacted"
     assert await s.get_items() == [] and await prefix_keys(backend) == [key_of(backend)]
     assert 0 < await pttl(backend) <= tokens.RETAIN_MS
 
@@ -602,7 +614,7 @@ def test_compaction_wraps_only_item_sessions() -> None:
 # -- Redis edges ---------------------------------------------------------------------
 async def test_script_flush_then_everything_works(redis_backend: Backend) -> None:
     s = make(redis_backend, ttl_seconds=60, sliding_ttl=True)
-    c = CompactionSession(s, _summarize)
+    c = CompactionSession(core(s), _summarize)
     await s.add_items(msgs(3))  # scripts now cached
     await redis_backend.client.script_flush()  # every primary, on a cluster
     await s.add_items(msgs(9, start=3))

@@ -35,7 +35,7 @@ from redis.utils import HIREDIS_AVAILABLE
 
 from ..errors import ErrorCode, SessionError
 from ..keys import DEFAULT_PREFIX
-from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, translate_errors
+from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, io, translate_errors
 from ..replication import DEFAULT_ACK_TIMEOUT, ReplicaAcks, write_acked
 from ..limits import UNSET
 from ..scripts import RawLibScript
@@ -77,6 +77,13 @@ _FRAMES = msgspec.msgpack.Decoder(list[bytes])
 # Errors the scripts raise themselves (items_lib.lua), and what they mean here.
 _SCRIPT_ERRORS = {"RSCORRUPT": ErrorCode.RECORD_CORRUPT, "RSFORGOTTEN": ErrorCode.STORE_CONFLICT,
                   "RSFULL": ErrorCode.INPUT_INVALID, "RSREUSED": ErrorCode.IDEMPOTENCY_KEY_REUSED}
+
+
+class _NoLoop:
+    """What a sync session's close() is recorded under: there is no event loop to key it by."""
+
+
+_NO_LOOP = _NoLoop()
 
 
 class RedisSession(ItemSession):
@@ -134,8 +141,9 @@ class RedisSession(ItemSession):
         self._keys = (self._items_key,)
         self._acks = ReplicaAcks.of(replica_acks, replica_ack_timeout)
         self._where = f"item session {session_id!r}"
-        # The event loops on which close() released the client this session built; shared with forks.
-        self._closed_on: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+        # The event loops on which close() released the client this session built (_NO_LOOP:
+        # a sync session's one client); shared with forks.
+        self._closed_on: weakref.WeakSet[object] = weakref.WeakSet()
 
     @classmethod
     def from_url(
@@ -191,11 +199,11 @@ class RedisSession(ItemSession):
         nothing. With a client you gave it, close() does nothing and the session
         stays usable. A fork shares its parent's client: closing either closes both."""
         if self.link.owns_client:
-            self._closed_on.add(asyncio.get_running_loop())
+            self._closed_on.add(asyncio._get_running_loop() or _NO_LOOP)
             await self.link.close()
 
     def _check_open(self) -> None:
-        if self._closed_on and asyncio.get_running_loop() in self._closed_on:
+        if self._closed_on and (asyncio._get_running_loop() or _NO_LOOP) in self._closed_on:
             raise SessionError(ErrorCode.CLIENT_CLOSED,
                                f"RedisSession is closed: close() released its client on this event loop ({self._where})")
 
@@ -236,8 +244,9 @@ class RedisSession(ItemSession):
 
     async def _lrange(self, start: int, stop: int) -> list[bytes]:
         try:
-            return cast("list[bytes]", await self.link.client.execute_command(
-                "LRANGE", self._items_key, start, stop, **{NEVER_DECODE: []}))
+            reply = self.link.client.execute_command("LRANGE", self._items_key, start, stop, **{NEVER_DECODE: []})
+            # redis_client.io, inlined (a hot read): a sync client's call returned the reply
+            return cast("list[bytes]", await reply if hasattr(type(reply), "__await__") else reply)
         except Exception:
             async with translate_errors(self._where):
                 raise
@@ -281,7 +290,7 @@ class RedisSession(ItemSession):
 
     async def _eng_ping(self) -> None:
         try:
-            await self.link.client.ping()
+            await io(self.link.client.ping())
         except Exception:
             async with translate_errors(self._where):
                 raise

@@ -1,0 +1,151 @@
+"""Item sessions for synchronous code (a Celery task, a script, a threaded server),
+built as the response store's is (:mod:`redis_sessions.responses.sync`): the logic is
+the ``async def`` methods of :class:`~.base.ItemSession`, held here by a
+:class:`RedisSession` on a redis-py *sync* client and run with
+:func:`~redis_sessions.redis_client.run_blocking`. Every script call, LRANGE and PING
+blocks and returns its reply, so each coroutine ends on its first ``send(None)``: no
+loop, no thread, nothing copied.
+
+Threads: one session may be shared. A write whose outcome is unknown (a lost reply, a
+timeout) is remembered per thread (:class:`~redis_sessions.tokens.Pending`), so the
+same thread's retry of the same call carries the same token and lands once, and two
+threads' calls are never merged.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Union
+
+from ..errors import ErrorCode, SessionError
+from ..keys import DEFAULT_PREFIX
+from ..redis_client import CLUSTERS, DEFAULT_TIMEOUT, RedisLink, SyncRedis, run_blocking
+from .base import Snapshot
+from .redis import RedisSession
+
+if TYPE_CHECKING:
+    from agents.items import TResponseInputItem
+    from agents.memory import SessionSettings
+
+
+class SyncRedisSession:
+    """An item session in Redis from synchronous code: :class:`RedisSession`'s methods
+    (the Agents SDK ``Session`` protocol's ``get_items``, ``add_items``, ``pop_item``,
+    ``clear_session``, and ``ping``, ``fork``, ``snapshot``, ``replace_prefix``) with the
+    same arguments, results and errors, without ``await``, on a redis-py sync client.
+    ``options``: the constructor's of :class:`RedisSession` (``key_prefix``,
+    ``ttl_seconds``, ``sliding_ttl``, ``replica_acks``...). Safe to share between threads."""
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        client: Optional[SyncRedis] = None,
+        redis_client: Optional[SyncRedis] = None,
+        timeout: Optional[float] = DEFAULT_TIMEOUT,
+        link: Optional[RedisLink] = None,
+        core: Optional[RedisSession] = None,
+        **options: Any,
+    ) -> None:
+        """``client`` (or ``redis_client``): a redis-py sync ``Redis`` or ``RedisCluster``,
+        never closed here. ``core``: the session to run (a fork's; internal)."""
+        if core is None:
+            if redis_client is not None:
+                if client is not None:
+                    raise SessionError(ErrorCode.INPUT_INVALID,
+                                       "pass client or redis_client (the Agents SDK's name for it), not both")
+                client = redis_client
+            link = link if link is not None else RedisLink(client, timeout=timeout, raw_replies=True, blocking=True)
+            if not link.blocking:
+                raise SessionError(ErrorCode.INPUT_INVALID, "SyncRedisSession needs a blocking link")
+            if options.get("replica_acks") and isinstance(link.client, CLUSTERS):
+                raise SessionError(ErrorCode.INPUT_INVALID,
+                                   "replica_acks is not supported on a synchronous cluster client yet")
+            core = RedisSession(session_id, link=link, **options)
+        self.core = core
+        """The session whose methods this one runs: its logic is the only copy."""
+
+    @classmethod
+    def from_url(
+        cls,
+        session_id: str,
+        *,
+        url: str,
+        redis_kwargs: Optional[Mapping[str, Any]] = None,
+        cluster: Optional[bool] = None,
+        timeout: Optional[float] = DEFAULT_TIMEOUT,
+        **options: Any,
+    ) -> "SyncRedisSession":
+        """A session with its own sync client, for every thread (closed by :meth:`close`,
+        after which the session raises ``session.client.closed``): the URLs and
+        ``redis_kwargs`` of :meth:`RedisSession.from_url`. No I/O."""
+        if isinstance(redis_kwargs, Mapping) and "decode_responses" in redis_kwargs:
+            redis_kwargs = {k: v for k, v in redis_kwargs.items() if k != "decode_responses"}
+        link = RedisLink.to_url(url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs, blocking=True)
+        return cls(session_id, link=link, **options)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.session_id!r}, key_prefix={self.key_prefix!r})"
+
+    @property
+    def session_id(self) -> str:
+        return self.core.session_id
+
+    @property
+    def key_prefix(self) -> str:
+        return self.core.key_prefix
+
+    @property
+    def client(self) -> SyncRedis:
+        """The redis-py sync client this session uses."""
+        return self.core.link.client  # type: ignore[return-value]
+
+    @property
+    def timeout(self) -> Optional[float]:
+        return self.core.timeout
+
+    @property
+    def session_settings(self) -> Optional["SessionSettings"]:
+        return self.core.session_settings
+
+    @session_settings.setter
+    def session_settings(self, value: Union["SessionSettings", dict[str, Any], None]) -> None:
+        self.core.session_settings = value
+
+    # -- the Session protocol -----------------------------------------------------------
+    def get_items(self, limit: Optional[int] = None) -> list["TResponseInputItem"]:
+        return run_blocking(self.core.get_items(limit))
+
+    def add_items(self, items: list["TResponseInputItem"], *, idempotency_key: Optional[str] = None) -> None:
+        run_blocking(self.core.add_items(items, idempotency_key=idempotency_key))
+
+    def pop_item(self) -> Optional["TResponseInputItem"]:
+        return run_blocking(self.core.pop_item())
+
+    def clear_session(self) -> None:
+        run_blocking(self.core.clear_session())
+
+    def ping(self) -> bool:
+        return run_blocking(self.core.ping())
+
+    # -- beyond the protocol ------------------------------------------------------------
+    def fork(self, new_session_id: str, *, upto: Optional[int] = None) -> "SyncRedisSession":
+        """A new session holding this one's first ``upto`` items (see :meth:`RedisSession.fork`);
+        it shares this session's client, and so its :meth:`close`."""
+        return SyncRedisSession(new_session_id, core=run_blocking(self.core.fork(new_session_id, upto=upto)))
+
+    def snapshot(self) -> Snapshot:
+        return run_blocking(self.core.snapshot())
+
+    def replace_prefix(self, snapshot: Snapshot, items: list[Any]) -> bool:
+        return run_blocking(self.core.replace_prefix(snapshot, items))
+
+    def close(self) -> None:
+        """Close the client this session built (``from_url``); the session is closed then
+        (``session.client.closed``). With a client you gave it, nothing."""
+        run_blocking(self.core.close())
+
+    def __enter__(self) -> "SyncRedisSession":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
