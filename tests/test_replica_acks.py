@@ -383,3 +383,22 @@ def test_the_sync_store_waits_for_the_replica_too(pair: Pair) -> None:
         with pytest.raises(SessionError) as err:
             two.save(record(new_response_id()))  # one replica only: the poll between ROLEs blocks, no loop
         assert err.value.code is ErrorCode.BACKEND_NOT_REPLICATED
+
+
+def test_the_sync_conversation_store_and_item_session_wait_for_the_replica(pair: Pair) -> None:
+    """The conversation and item writes take the same path on the sync client."""
+    from redis_sessions import SyncConversationStore, SyncRedisSession
+
+    prefix = _prefix()
+    with SyncConversationStore.from_url(pair.master.url, key_prefix=prefix, replica_acks=1) as store:
+        conv = store.create(items=[{"role": "user", "content": "hi"}])
+        key = store.keys.conversation(conv.id)
+        assert pair.command(pair.replica, "HEXISTS", key, "c") == 1
+    with SyncRedisSession.from_url("acked", url=pair.master.url, key_prefix=prefix, replica_acks=1) as session:
+        session.add_items([{"role": "user", "content": "hi"}])
+        assert pair.command(pair.replica, "LLEN", session.core._items_key) == 2  # the header and the item
+    with SyncRedisSession.from_url("acked2", url=pair.master.url, key_prefix=prefix, replica_acks=2,
+                                   replica_ack_timeout=0.2) as two:
+        with pytest.raises(SessionError) as err:
+            two.add_items([{"role": "user", "content": "x"}])  # one replica only
+        assert err.value.code is ErrorCode.BACKEND_NOT_REPLICATED
