@@ -1,12 +1,14 @@
 """The synchronous item session (issue #31): what only the sync API can show.
 
 Its behaviour is the async session's (tests/test_items.py runs over both APIs); here:
-every public method completes on the first ``send`` (no loop), close() of a session
-built from a URL, threads sharing one session, a lost reply, and the worker example.
+every public method completes on the first ``send`` (no loop), random operations give
+the same results on both APIs, close() of a session built from a URL, threads sharing
+one session, a lost reply, and the worker example.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import threading
 import uuid
@@ -15,6 +17,8 @@ from typing import Any
 import fakeredis
 import pytest
 import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from faultproxy import FaultProxy
 from redis_sessions import ErrorCode, RedisSession, SessionError, SyncRedisSession
@@ -76,8 +80,6 @@ def test_the_sync_session_reads_what_the_async_one_wrote():
         finally:
             await client.aclose()
 
-    import asyncio
-
     assert [i["content"] for i in asyncio.run(read())] == ["m0", "m1", "m2"]
     with pytest.raises(SessionError) as err:
         SyncRedisSession("x", client=fakeredis.FakeAsyncRedis())  # type: ignore[arg-type]
@@ -101,6 +103,67 @@ def test_a_session_from_a_url_is_closed_by_close(redis_server):
     kept.close()  # a client it was given: left open, the session usable
     assert kept.ping() is True
     given.close()
+
+
+OPS = st.lists(st.tuples(st.sampled_from(["add", "add_keyed", "get", "get_all", "pop", "clear", "fork", "compact"]),
+                         st.integers(0, 5)), min_size=1, max_size=25)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS)
+def test_random_operations_give_the_same_results_on_both_apis(ops):
+    """Each operation on the async session (prefix ``a``) and on the sync one (``s``), on
+    one fakeredis server: the same results and errors, and the same items at the end."""
+    server = fakeredis.FakeServer()
+    sync = SyncRedisSession("d", client=fakeredis.FakeRedis(server=server), key_prefix="s")
+
+    def outcome(call: Any) -> Any:
+        try:
+            result = call()
+        except SessionError as exc:
+            return ("error", exc.code)
+        if isinstance(result, (RedisSession, SyncRedisSession)):
+            return ("session", result.session_id)
+        return ("ok", result)
+
+    async def run() -> None:
+        client = fakeredis.FakeAsyncRedis(server=server)
+        session = RedisSession("d", client=client, key_prefix="a")
+        for n, (op, i) in enumerate(ops):
+            if op == "compact":
+                calls = [("snapshot", ()), ("replace_prefix", None)]
+            else:
+                args: tuple[Any, ...] = {"add": (msgs(i + 1, n),), "add_keyed": (msgs(1, i),), "get": (i,),
+                                         "get_all": (), "pop": (), "clear": (), "fork": (f"f{i}",)}[op]
+                calls = [({"add_keyed": "add_items", "get_all": "get_items", "get": "get_items",
+                           "add": "add_items", "pop": "pop_item", "clear": "clear_session"}.get(op, op), args)]
+            for name, call_args in calls:
+                if name == "replace_prefix":
+                    a_args: tuple[Any, ...] = (snap_a, msgs(1, 100))
+                    s_args: tuple[Any, ...] = (snap_s, msgs(1, 100))
+                else:
+                    a_args = s_args = call_args
+                kw = {"idempotency_key": f"k{i}"} if op == "add_keyed" else {}
+                got_a = await _async_outcome(getattr(session, name), a_args, kw)
+                got_s = outcome(lambda: getattr(sync, name)(*s_args, **kw))
+                if name == "snapshot":
+                    snap_a, snap_s = got_a[1], got_s[1]
+                    got_a, got_s = ("ok", snap_a.items), ("ok", snap_s.items)
+                assert got_a == got_s, (op, name)
+        assert await session.get_items() == sync.get_items()
+        await client.aclose()
+
+    asyncio.run(run())
+
+
+async def _async_outcome(method: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    try:
+        result = await method(*args, **kw)
+    except SessionError as exc:
+        return ("error", exc.code)
+    if isinstance(result, RedisSession):
+        return ("session", result.session_id)
+    return ("ok", result)
 
 
 # -- threads and faults: a real server -----------------------------------------------
