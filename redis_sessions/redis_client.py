@@ -108,6 +108,55 @@ RETRIES = 3
 """redis-py retries a command this many times on a connection error or timeout."""
 
 
+def without_decode(redis_kwargs: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """``redis_kwargs`` less ``decode_responses``, which the item and conversation stores
+    have no use for (they read undecoded replies either way)."""
+    if isinstance(redis_kwargs, Mapping) and "decode_responses" in redis_kwargs:
+        return {k: v for k, v in redis_kwargs.items() if k != "decode_responses"}
+    return redis_kwargs
+
+
+B = TypeVar("B", bound="Blocking")
+
+
+class Blocking:
+    """What the three synchronous classes share: each holds ``core``, the asyncio store or
+    session whose methods it runs with :func:`run_blocking`, on a blocking link."""
+
+    core: Any
+
+    @staticmethod
+    def _blocking_link(owner: str, client: SyncRedis | None, link: RedisLink | None, timeout: float | None,
+                      replica_acks: object, raw_replies: bool = False) -> RedisLink:
+        """``link``, or one made for ``client``; refused unless it is blocking, and with
+        ``replica_acks`` on a sync cluster client (its nodes have no pipeline send)."""
+        link = link if link is not None else RedisLink(client, timeout=timeout, raw_replies=raw_replies, blocking=True)
+        if not link.blocking:
+            raise SessionError(ErrorCode.INPUT_INVALID, f"{owner} needs a blocking link")
+        if replica_acks and isinstance(link.client, CLUSTERS):
+            raise SessionError(ErrorCode.INPUT_INVALID, "replica_acks is not supported on a synchronous cluster client yet")
+        return link
+
+    @property
+    def client(self) -> SyncRedis:
+        """The redis-py sync client this object uses."""
+        return self.core.link.client  # type: ignore[no-any-return]
+
+    @property
+    def timeout(self) -> float | None:
+        return self.core.timeout  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        """Close the client if this object built it (``from_url``); else nothing."""
+        self.core.link.close_now()
+
+    def __enter__(self: B) -> B:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
 SENTINEL_PORT = 26379
 

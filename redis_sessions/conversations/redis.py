@@ -18,7 +18,7 @@ from ..clock import Clock, system_clock
 from ..errors import ErrorCode, SessionError
 from ..keys import DEFAULT_PREFIX
 from ..limits import MAX_BATCH_BYTES, MAX_ITEM_BYTES, UNSET, _Unset
-from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, translate_errors
+from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, translate_errors, without_decode
 from ..replication import DEFAULT_ACK_TIMEOUT, ReplicaAcks, write_acked
 from ..scripts import RawLibScript
 from .base import ConversationStore, Reply
@@ -77,9 +77,7 @@ class RedisConversationStore(ConversationStore):
     ) -> "RedisConversationStore":
         """A store with its own client per event loop (a cluster client for
         ``redis+cluster://`` or ``cluster=True``); ``options`` as the constructor's. No I/O."""
-        if isinstance(redis_kwargs, Mapping) and "decode_responses" in redis_kwargs:
-            redis_kwargs = {k: v for k, v in redis_kwargs.items() if k != "decode_responses"}
-        link = RedisLink.to_url(url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs)
+        link = RedisLink.to_url(url, cluster=cluster, timeout=timeout, redis_kwargs=without_decode(redis_kwargs))
         return cls(link=link, **options)
 
     @property

@@ -16,22 +16,23 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional, Union
 
 from ..clock import Clock, system_clock
-from ..errors import ErrorCode, SessionError
 from ..keys import DEFAULT_PREFIX, KeySpace
 from ..limits import MAX_BATCH_BYTES, MAX_ITEM_BYTES, UNSET, _Unset
 from ..models import Item
-from ..redis_client import CLUSTERS, DEFAULT_TIMEOUT, RedisLink, SyncRedis, run_blocking
+from ..redis_client import DEFAULT_TIMEOUT, Blocking, RedisLink, SyncRedis, run_blocking, without_decode
 from ..replication import DEFAULT_ACK_TIMEOUT
 from . import checks
 from .models import Conversation, ConversationDeleted, ConversationItemList
 from .redis import RedisConversationStore
 
 
-class SyncConversationStore:
+class SyncConversationStore(Blocking):
     """Conversations in Redis from synchronous code: the methods of
     :class:`RedisConversationStore`, the same arguments, results and errors, on a
     redis-py sync client (``redis.Redis``, ``redis.cluster.RedisCluster``, a
     sentinel's master), ``decode_responses=True`` or not. Safe to share between threads."""
+
+    core: RedisConversationStore
 
     def __init__(
         self,
@@ -50,11 +51,7 @@ class SyncConversationStore:
         clock: Clock = system_clock,
     ) -> None:
         """``client``: a redis-py sync ``Redis`` or ``RedisCluster``, never closed here."""
-        link = link if link is not None else RedisLink(client, timeout=timeout, raw_replies=True, blocking=True)
-        if not link.blocking:
-            raise SessionError(ErrorCode.INPUT_INVALID, "SyncConversationStore needs a blocking link")
-        if replica_acks and isinstance(link.client, CLUSTERS):
-            raise SessionError(ErrorCode.INPUT_INVALID, "replica_acks is not supported on a synchronous cluster client yet")
+        link = self._blocking_link("SyncConversationStore", client, link, timeout, replica_acks, raw_replies=True)
         self.core = RedisConversationStore(
             key_prefix=key_prefix, ttl_seconds=ttl_seconds, sliding_ttl=sliding_ttl, max_item_bytes=max_item_bytes,
             max_batch_bytes=max_batch_bytes, compression=compression, timeout=timeout, link=link,
@@ -74,24 +71,13 @@ class SyncConversationStore:
     ) -> "SyncConversationStore":
         """A store with its own sync client, for every thread (closed by :meth:`close`):
         the URLs and ``redis_kwargs`` of :meth:`RedisConversationStore.from_url`. No I/O."""
-        if isinstance(redis_kwargs, Mapping) and "decode_responses" in redis_kwargs:
-            redis_kwargs = {k: v for k, v in redis_kwargs.items() if k != "decode_responses"}
-        link = RedisLink.to_url(url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs, blocking=True)
+        link = RedisLink.to_url(url, cluster=cluster, timeout=timeout, redis_kwargs=without_decode(redis_kwargs), blocking=True)
         return cls(None, timeout=timeout, link=link, **options)
 
     # -- what the response store and callers read -------------------------------------
     @property
     def keys(self) -> KeySpace:
         return self.core.keys
-
-    @property
-    def client(self) -> SyncRedis:
-        """The redis-py sync client this store uses."""
-        return self.core.link.client  # type: ignore[return-value]
-
-    @property
-    def timeout(self) -> Optional[float]:
-        return self.core.timeout
 
     @property
     def ttl_seconds(self) -> Optional[float]:
@@ -142,12 +128,3 @@ class SyncConversationStore:
     def delete_item(self, conversation_id: str, item_id: str) -> Conversation:
         return run_blocking(self.core.delete_item(conversation_id, item_id))
 
-    def close(self) -> None:
-        """Close the client if this store built it (``from_url``); else nothing."""
-        self.core.link.close_now()
-
-    def __enter__(self) -> "SyncConversationStore":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()

@@ -35,7 +35,7 @@ from redis.utils import HIREDIS_AVAILABLE
 
 from ..errors import ErrorCode, SessionError
 from ..keys import DEFAULT_PREFIX
-from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, io, translate_errors
+from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, io, translate_errors, without_decode
 from ..replication import DEFAULT_ACK_TIMEOUT, ReplicaAcks, write_acked
 from ..limits import UNSET
 from ..scripts import RawLibScript
@@ -169,9 +169,7 @@ class RedisSession(ItemSession):
         ``redis+cluster://`` or ``cluster=True``); ``redis_kwargs`` go to redis-py,
         except ``decode_responses``, which the session has no use for (it reads
         undecoded replies either way). ``replica_acks``: see the constructor. No I/O."""
-        if isinstance(redis_kwargs, Mapping) and "decode_responses" in redis_kwargs:
-            redis_kwargs = {k: v for k, v in redis_kwargs.items() if k != "decode_responses"}
-        link = RedisLink.to_url(url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs)
+        link = RedisLink.to_url(url, cluster=cluster, timeout=timeout, redis_kwargs=without_decode(redis_kwargs))
         return cls(
             session_id,
             link=link,

@@ -17,8 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Union
 
 from ..errors import ErrorCode, SessionError
-from ..keys import DEFAULT_PREFIX
-from ..redis_client import CLUSTERS, DEFAULT_TIMEOUT, RedisLink, SyncRedis, run_blocking
+from ..redis_client import DEFAULT_TIMEOUT, Blocking, RedisLink, SyncRedis, run_blocking, without_decode
 from .base import Snapshot
 from .redis import RedisSession
 
@@ -27,13 +26,15 @@ if TYPE_CHECKING:
     from agents.memory import SessionSettings
 
 
-class SyncRedisSession:
+class SyncRedisSession(Blocking):
     """An item session in Redis from synchronous code: :class:`RedisSession`'s methods
     (the Agents SDK ``Session`` protocol's ``get_items``, ``add_items``, ``pop_item``,
     ``clear_session``, and ``ping``, ``fork``, ``snapshot``, ``replace_prefix``) with the
     same arguments, results and errors, without ``await``, on a redis-py sync client.
     ``options``: the constructor's of :class:`RedisSession` (``key_prefix``,
     ``ttl_seconds``, ``sliding_ttl``, ``replica_acks``...). Safe to share between threads."""
+
+    core: RedisSession
 
     def __init__(
         self,
@@ -54,12 +55,8 @@ class SyncRedisSession:
                     raise SessionError(ErrorCode.INPUT_INVALID,
                                        "pass client or redis_client (the Agents SDK's name for it), not both")
                 client = redis_client
-            link = link if link is not None else RedisLink(client, timeout=timeout, raw_replies=True, blocking=True)
-            if not link.blocking:
-                raise SessionError(ErrorCode.INPUT_INVALID, "SyncRedisSession needs a blocking link")
-            if options.get("replica_acks") and isinstance(link.client, CLUSTERS):
-                raise SessionError(ErrorCode.INPUT_INVALID,
-                                   "replica_acks is not supported on a synchronous cluster client yet")
+            link = self._blocking_link("SyncRedisSession", client, link, timeout, options.get("replica_acks"),
+                                      raw_replies=True)
             core = RedisSession(session_id, link=link, **options)
         self.core = core
         """The session whose methods this one runs: its logic is the only copy."""
@@ -78,9 +75,7 @@ class SyncRedisSession:
         """A session with its own sync client, for every thread (closed by :meth:`close`,
         after which the session raises ``session.client.closed``): the URLs and
         ``redis_kwargs`` of :meth:`RedisSession.from_url`. No I/O."""
-        if isinstance(redis_kwargs, Mapping) and "decode_responses" in redis_kwargs:
-            redis_kwargs = {k: v for k, v in redis_kwargs.items() if k != "decode_responses"}
-        link = RedisLink.to_url(url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs, blocking=True)
+        link = RedisLink.to_url(url, cluster=cluster, timeout=timeout, redis_kwargs=without_decode(redis_kwargs), blocking=True)
         return cls(session_id, link=link, **options)
 
     def __repr__(self) -> str:
@@ -93,15 +88,6 @@ class SyncRedisSession:
     @property
     def key_prefix(self) -> str:
         return self.core.key_prefix
-
-    @property
-    def client(self) -> SyncRedis:
-        """The redis-py sync client this session uses."""
-        return self.core.link.client  # type: ignore[return-value]
-
-    @property
-    def timeout(self) -> Optional[float]:
-        return self.core.timeout
 
     @property
     def session_settings(self) -> Optional["SessionSettings"]:
@@ -143,9 +129,3 @@ class SyncRedisSession:
         """Close the client this session built (``from_url``); the session is closed then
         (``session.client.closed``). With a client you gave it, nothing."""
         run_blocking(self.core.close())
-
-    def __enter__(self) -> "SyncRedisSession":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()

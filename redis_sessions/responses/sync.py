@@ -29,19 +29,20 @@ from typing import Any, Mapping
 
 from ..keys import DEFAULT_PREFIX, KeySpace
 from ..limits import DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL_SECONDS, UNSET, _Unset
-from ..errors import ErrorCode, SessionError
 from ..models import ResponseSessionSnapshot, StoredResponseSession
-from ..redis_client import CLUSTERS, DEFAULT_TIMEOUT, RedisLink, SyncRedis, run_blocking
+from ..redis_client import DEFAULT_TIMEOUT, Blocking, RedisLink, SyncRedis, run_blocking
 from ..replication import DEFAULT_ACK_TIMEOUT
 from .names import SharedMemo
 from .store import DEFAULT_MAX_DEPTH, RedisResponseSessionStore
 
 
-class SyncResponseSessionStore:
+class SyncResponseSessionStore(Blocking):
     """Response chains in Redis from synchronous code: the methods of
     :class:`RedisResponseSessionStore`, the same arguments, results and errors, on a
     redis-py sync client (``redis.Redis``, ``redis.cluster.RedisCluster``, a
     sentinel's master), with no event loop. Safe to share between threads."""
+
+    core: RedisResponseSessionStore
 
     def __init__(
         self,
@@ -66,11 +67,7 @@ class SyncResponseSessionStore:
         ``conversations``: a :class:`~redis_sessions.SyncConversationStore` with this store's
         prefix; a response saved with ``conversation_id`` then appends its turn to it in the
         same script, as on the asyncio store."""
-        link = link if link is not None else RedisLink(client, timeout=timeout, blocking=True)
-        if not link.blocking:
-            raise SessionError(ErrorCode.INPUT_INVALID, "SyncResponseSessionStore needs a blocking link")
-        if replica_acks and isinstance(link.client, CLUSTERS):
-            raise SessionError(ErrorCode.INPUT_INVALID, "replica_acks is not supported on a synchronous cluster client yet")
+        link = self._blocking_link("SyncResponseSessionStore", client, link, timeout, replica_acks)
         self.core = RedisResponseSessionStore(
             None, key_prefix=key_prefix, ttl_seconds=ttl_seconds, max_depth=max_depth,
             max_record_bytes=max_record_bytes, sliding_ttl=sliding_ttl, replay_instructions=replay_instructions,
@@ -102,17 +99,8 @@ class SyncResponseSessionStore:
         return self.core.keys
 
     @property
-    def client(self) -> SyncRedis:
-        """The redis-py sync client this store uses."""
-        return self.core.link.client  # type: ignore[return-value]
-
-    @property
     def round_trips(self) -> int:
         return self.core.round_trips
-
-    @property
-    def timeout(self) -> float | None:
-        return self.core.timeout
 
     def new_response_id(self, previous_response_id: str | None = None, *, conversation_id: str | None = None) -> str:
         return run_blocking(self.core.new_response_id(previous_response_id, conversation_id=conversation_id))
@@ -136,12 +124,3 @@ class SyncResponseSessionStore:
     def delete_thread(self, response_id: str) -> int:
         return run_blocking(self.core.delete_thread(response_id))
 
-    def close(self) -> None:
-        """Close the client if this store built it (``from_url``); else nothing."""
-        self.core.link.close_now()
-
-    def __enter__(self) -> "SyncResponseSessionStore":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
