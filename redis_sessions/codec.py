@@ -164,11 +164,11 @@ class _Contexts(threading.local):
 _contexts = _Contexts()
 
 
-def pack(data: bytes, flags: int) -> bytes:
-    """``data`` behind the packed marker with ``flags``, compressed when that is smaller
-    (values under ``COMPRESS_MIN_BYTES`` are not tried); ``data`` itself when there is
-    nothing to mark."""
-    if len(data) >= COMPRESS_MIN_BYTES:
+def pack(data: bytes, flags: int, compress: bool = True) -> bytes:
+    """``data`` behind the packed marker with ``flags``, compressed (with ``compress``)
+    when that is smaller (values under ``COMPRESS_MIN_BYTES`` are not tried); ``data``
+    itself when there is nothing to mark."""
+    if compress and len(data) >= COMPRESS_MIN_BYTES:
         squeezed = _contexts.compressor.compress(data)
         if len(squeezed) + 2 < len(data):
             return bytes((PACKED, flags | ZSTD)) + squeezed

@@ -344,22 +344,19 @@ class ItemSession(ABC):
         """
         self._check_open()
         key = None if idempotency_key is None else validate_id(idempotency_key, "idempotency key")
+        plain = encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_ITEMS)
+        if not plain:
+            return
         if key is None:
-            entries = encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_ITEMS, self.compression)
-            if not entries:
-                return
-            token = epoch = self._token("add", entries)
+            token = epoch = self._token("add", plain)
         else:  # the body's fingerprint is of the items, not of one zstd build's bytes for them
-            plain = encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_ITEMS)
-            if not plain:
-                return
             token, epoch = keyed_token(key, plain), new_epoch()
-            entries = [pack(e, 0) for e in plain] if self.compression else plain
+        entries = [pack(e, 0) for e in plain] if self.compression else plain
         try:
             await self._eng_add(entries, token, epoch)
         except BaseException as exc:
             if key is None:
-                self._pending.failed("add", token, entries, exc)
+                self._pending.failed("add", token, plain, exc)
             raise
 
     @bounded
@@ -516,7 +513,7 @@ class ItemSession(ABC):
         if _overrides_storage(type(self)):
             return False
         self._check_open()
-        encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_ITEMS, self.compression)
+        encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_ITEMS)  # checks only: nothing to compress
         for _ in range(MAX_RESTARTS):
             snapshot = await self.snapshot()
             if not snapshot.epoch:

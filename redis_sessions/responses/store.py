@@ -30,7 +30,7 @@ from typing import Any, Awaitable, Iterable, Mapping, Sequence, TypeVar
 import msgspec
 
 from .. import validate
-from ..codec import ID_LEFT_OUT, PACKED, RESPONSE_ID_LEFT_OUT, check_record, decode_session, encode, pack
+from ..codec import ID_LEFT_OUT, RESPONSE_ID_LEFT_OUT, check_record, decode_session, encode, pack
 from ..errors import ErrorCode, SessionError
 from ..ids import marks_names, mint_id, mint_named_id, mint_response_id, mint_root_id, roots_thread, thread_of, validate_id
 from ..keys import DEFAULT_PREFIX, KeySpace
@@ -157,8 +157,7 @@ before the field-by-field walk (about 3 us for a gateway's record, whatever its 
 def encode_record(session: StoredResponseSession, compact: bool = False, compress: bool = False,
                   max_bytes: int | None = None) -> bytes:
     """The record's bytes, refusing one that nests too deeply (``session.input.invalid``
-    naming the field), and the size the limit counts (before compression). The
-    field-by-field walk runs unless the bytes are few and hold too few container
+    naming the field). The field-by-field walk runs unless the bytes are few and hold too few container
     headers to nest that deep at all. ``max_bytes``: the most the record may encode to,
     counted before compression (``session.record.too_large``). A record whose fields do
     not have their types (msgspec does not check on construction) is refused: it would
@@ -187,7 +186,7 @@ def encode_record(session: StoredResponseSession, compact: bool = False, compres
         raise SessionError(ErrorCode.RECORD_TOO_LARGE,
                            f"response {session.id!r} encodes to {len(blob)} bytes; the limit is {max_bytes}")
     check_record(blob, f"response {session.id!r}")
-    return pack(blob, flags) if compress else (bytes((PACKED, flags)) + blob if flags else blob)
+    return pack(blob, flags, compress)
 
 
 def _minted_thread(value: object, what: str) -> str | None:
