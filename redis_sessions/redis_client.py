@@ -127,14 +127,11 @@ class Blocking:
 
     @staticmethod
     def _blocking_link(owner: str, client: SyncRedis | None, link: RedisLink | None, timeout: float | None,
-                      replica_acks: object, raw_replies: bool = False) -> RedisLink:
-        """``link``, or one made for ``client``; refused unless it is blocking, and with
-        ``replica_acks`` on a sync cluster client (its nodes have no pipeline send)."""
+                      raw_replies: bool = False) -> RedisLink:
+        """``link``, or one made for ``client``; refused unless it is blocking."""
         link = link if link is not None else RedisLink(client, timeout=timeout, raw_replies=raw_replies, blocking=True)
         if not link.blocking:
             raise SessionError(ErrorCode.INPUT_INVALID, f"{owner} needs a blocking link")
-        if replica_acks and isinstance(link.client, CLUSTERS):
-            raise SessionError(ErrorCode.INPUT_INVALID, "replica_acks is not supported on a synchronous cluster client yet")
         return link
 
     @property

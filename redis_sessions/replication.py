@@ -60,7 +60,7 @@ from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
 from redis.client import NEVER_DECODE
 
 from .errors import ErrorCode, SessionError
-from .redis_client import CLUSTERS, SYNC_CLIENTS, io
+from .redis_client import CLUSTERS, SYNC_CLIENTS, SyncRedis, io
 from .validate import integer, seconds
 
 DEFAULT_ACK_TIMEOUT = 1.0
@@ -105,17 +105,14 @@ class ReplicaAcks:
         return max(1, int(limit * 1000))
 
 
-async def write_acked(client: Union[Redis, RedisCluster], key: str, command: Command, acks: ReplicaAcks,
+async def write_acked(client: Union[Redis, RedisCluster, SyncRedis], key: str, command: Command, acks: ReplicaAcks,
                       *, fallback: Command | None = None) -> Any:
     """Run ``command`` (a write on ``key``) as ``[command, ROLE, WAIT, ROLE]`` on one
     connection; its reply, undecoded, once ``acks.replicas`` replicas have it.
     ``fallback`` is sent instead after NOSCRIPT (the EVAL of an EVALSHA).
 
-    A sync standalone client works the same (redis_client.io; pauses block the thread);
-    a sync cluster client is refused here: its pipelines have no per-node send."""
+    A sync client works the same (redis_client.io; pauses block the thread)."""
     blocking = isinstance(client, SYNC_CLIENTS)
-    if blocking and isinstance(client, CLUSTERS):
-        raise SessionError(ErrorCode.INPUT_INVALID, "replica_acks is not supported on a synchronous cluster client yet")
     started = time.monotonic()
     node, replies = await _send(client, key, command, acks)
     if isinstance(replies[0], rx.NoScriptError) and fallback is not None:
@@ -157,17 +154,18 @@ def _offsets(role: Any) -> tuple[int, list[int]]:
     return int(role[1]), [int(replica[2]) for replica in role[2]]
 
 
-async def _send(client: Union[Redis, RedisCluster], key: str, write: Command,
-                acks: ReplicaAcks) -> tuple[ClusterNode | None, list[Any]]:
+async def _send(client: Union[Redis, RedisCluster, SyncRedis], key: str, write: Command,
+                acks: ReplicaAcks) -> tuple[Any, list[Any]]:
     """The node that answered (None: not a cluster) and the four replies, an error
     reply in its place."""
-    if not isinstance(client, RedisCluster):
+    if not isinstance(client, CLUSTERS):
         read_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
         pipe = client.pipeline(transaction=False)
         for command in _commands(write, acks, read_timeout):
             pipe.execute_command(*command, **_RAW)
         return None, await io(pipe.execute(raise_on_error=False))
-    await client.initialize()
+    if isinstance(client, RedisCluster):
+        await client.initialize()
     node = _node(client.get_node_from_key(key))
     replies = await _on_node(node, write, acks)
     asked = replies[0]
@@ -175,28 +173,39 @@ async def _send(client: Union[Redis, RedisCluster], key: str, write: Command,
         node = _node(client.get_node(host=asked.host, port=asked.port), asked)
         replies = await _on_node(node, write, acks, asking=True)
     elif any(isinstance(reply, _MOVED) for reply in replies):
-        await client.exists(key)  # redis-py follows the key to its node, and learns where it is
+        await io(client.exists(key))  # redis-py follows the key to its node, and learns where it is
         node = _node(client.get_node_from_key(key))
         replies = await _on_node(node, write, acks)
     return node, replies
 
 
-def _node(node: ClusterNode | None, error: Exception | None = None) -> ClusterNode:
+def _node(node: Any, error: Exception | None = None) -> Any:
     if node is None:  # a node the slot map does not know
         raise error or rx.SlotNotCoveredError("the key's slot is not covered by the cluster")
     return node
 
 
-async def _on_node(node: ClusterNode, write: Command, acks: ReplicaAcks, *, asking: bool = False) -> list[Any]:
-    """The commands in one pipeline on ``node``, sent once; ``asking``: after ASKING."""
-    commands = [*([("ASKING",)] if asking else []),
-                *_commands(write, acks, node.connection_kwargs.get("socket_timeout"))]
-    stack = [PipelineCommand(at, *command, **_RAW) for at, command in enumerate(commands)]
+async def _on_node(node: Any, write: Command, acks: ReplicaAcks, *, asking: bool = False) -> list[Any]:
+    """The commands in one pipeline on ``node`` (either API's cluster node), sent once;
+    ``asking``: after ASKING. A sync node's client is a standalone one, whose pipeline
+    redis-py sends again whole on a new connection after a broken one: the write is
+    idempotent, and WAIT then follows it on the connection that ran it last."""
+    sync = not isinstance(node, ClusterNode)
+    kwargs = node.redis_connection.connection_pool.connection_kwargs if sync else node.connection_kwargs
+    commands = [*([("ASKING",)] if asking else []), *_commands(write, acks, kwargs.get("socket_timeout"))]
     try:
-        await node.execute_pipeline(stack)
+        if sync:
+            pipe = node.redis_connection.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command, **_RAW)
+            replies = pipe.execute(raise_on_error=False)
+        else:
+            stack = [PipelineCommand(at, *command, **_RAW) for at, command in enumerate(commands)]
+            await node.execute_pipeline(stack)
+            replies = [command.result for command in stack]
     except _MOVED as exc:  # sending failed: no command has a reply
         return [exc]
-    return [command.result for command in stack[1 if asking else 0:]]
+    return list(replies[1 if asking else 0:])
 
 
 def _commands(write: Command, acks: ReplicaAcks, read_timeout: object) -> Sequence[Command]:

@@ -21,6 +21,7 @@ from typing import Any, Iterator
 import pytest
 import redis
 
+from async_front import AsyncFront
 from chains import record
 from faultservers import admin, fault_proxies, freezer, key_slot, migrate_keys, node_id, slot_owner  # noqa: F401
 from redis_sessions import (
@@ -291,10 +292,25 @@ def replicated_cluster() -> Iterator[ClusterServer]:
     cluster.close()
 
 
-async def test_on_a_cluster_the_write_and_wait_go_to_the_key_owner(replicated_cluster: ClusterServer) -> None:
+def _on(api: str, store_or_session: type, *args: Any, **kwargs: Any) -> Any:
+    """``store_or_session.from_url(...)`` of the API asked for: the async class, or its sync
+    twin behind async methods (tests/async_front.py), so one test covers both clients."""
+    if api == "async":
+        return store_or_session.from_url(*args, **kwargs)
+    from redis_sessions import SyncRedisSession, SyncResponseSessionStore
+
+    sync = {RedisResponseSessionStore: SyncResponseSessionStore, RedisSession: SyncRedisSession}[store_or_session]
+    return AsyncFront(sync.from_url(*args, **kwargs))
+
+
+ON_BOTH_CLIENTS = pytest.mark.parametrize("api", ["async", "sync"])
+
+
+@ON_BOTH_CLIENTS
+async def test_on_a_cluster_the_write_and_wait_go_to_the_key_owner(replicated_cluster: ClusterServer, api: str) -> None:
     prefix = _prefix()
-    store = RedisResponseSessionStore.from_url(replicated_cluster.url, key_prefix=prefix, replica_acks=1)
-    session = RedisSession.from_url("s5", url=replicated_cluster.url, key_prefix=prefix, replica_acks=1)
+    store = _on(api, RedisResponseSessionStore, replicated_cluster.url, key_prefix=prefix, replica_acks=1)
+    session = _on(api, RedisSession, "s5", url=replicated_cluster.url, key_prefix=prefix, replica_acks=1)
     try:
         ids = [await store.new_response_id() for _ in range(12)]  # threads spread over the masters
         for response_id in ids:
@@ -311,12 +327,13 @@ async def test_on_a_cluster_the_write_and_wait_go_to_the_key_owner(replicated_cl
         await store.close()
 
 
-async def test_on_a_cluster_a_moving_slot_is_followed(replicated_cluster: ClusterServer) -> None:
+@ON_BOTH_CLIENTS
+async def test_on_a_cluster_a_moving_slot_is_followed(replicated_cluster: ClusterServer, api: str) -> None:
     """The key moved to another master while its slot is open (ASK), then the slot
     moved with it (MOVED, the client's map stale): each write waits for the replica
     of the master that took it. (The slot stays moved: the cluster is this module's.)"""
     cluster = replicated_cluster
-    session = RedisSession.from_url("s6", url=cluster.url, key_prefix=_prefix(), replica_acks=1)
+    session = _on(api, RedisSession, "s6", url=cluster.url, key_prefix=_prefix(), replica_acks=1)
     try:
         key = session._items_key
         await session.add_items([{"role": "user", "content": "one"}])
@@ -347,12 +364,13 @@ async def test_on_a_cluster_a_moving_slot_is_followed(replicated_cluster: Cluste
         await session.close()
 
 
-async def test_a_wait_cut_short_by_the_read_timeout_is_made_up_by_role(replicated_cluster: ClusterServer) -> None:
+@ON_BOTH_CLIENTS
+async def test_a_wait_cut_short_by_the_read_timeout_is_made_up_by_role(replicated_cluster: ClusterServer, api: str) -> None:
     """WAIT stays under a read's timeout (a read that times out is redis-py's to retry,
     not an answer); the rest of ``replica_ack_timeout`` is waited for by asking the
     key's master for ROLE."""
-    store = RedisResponseSessionStore.from_url(replicated_cluster.url, key_prefix=_prefix(), replica_acks=2,
-                                               replica_ack_timeout=1.0, redis_kwargs={"socket_timeout": 0.5})
+    store = _on(api, RedisResponseSessionStore, replicated_cluster.url, key_prefix=_prefix(), replica_acks=2,
+                replica_ack_timeout=1.0, redis_kwargs={"socket_timeout": 0.5})
     try:
         response_id = await store.new_response_id()
         started = time.monotonic()

@@ -51,7 +51,7 @@ class SyncConversationStore(Blocking):
         clock: Clock = system_clock,
     ) -> None:
         """``client``: a redis-py sync ``Redis`` or ``RedisCluster``, never closed here."""
-        link = self._blocking_link("SyncConversationStore", client, link, timeout, replica_acks, raw_replies=True)
+        link = self._blocking_link("SyncConversationStore", client, link, timeout, raw_replies=True)
         self.core = RedisConversationStore(
             key_prefix=key_prefix, ttl_seconds=ttl_seconds, sliding_ttl=sliding_ttl, max_item_bytes=max_item_bytes,
             max_batch_bytes=max_batch_bytes, compression=compression, timeout=timeout, link=link,

@@ -55,8 +55,7 @@ class SyncRedisSession(Blocking):
                     raise SessionError(ErrorCode.INPUT_INVALID,
                                        "pass client or redis_client (the Agents SDK's name for it), not both")
                 client = redis_client
-            link = self._blocking_link("SyncRedisSession", client, link, timeout, options.get("replica_acks"),
-                                      raw_replies=True)
+            link = self._blocking_link("SyncRedisSession", client, link, timeout, raw_replies=True)
             core = RedisSession(session_id, link=link, **options)
         self.core = core
         """The session whose methods this one runs: its logic is the only copy."""

@@ -67,7 +67,7 @@ class SyncResponseSessionStore(Blocking):
         ``conversations``: a :class:`~redis_sessions.SyncConversationStore` with this store's
         prefix; a response saved with ``conversation_id`` then appends its turn to it in the
         same script, as on the asyncio store."""
-        link = self._blocking_link("SyncResponseSessionStore", client, link, timeout, replica_acks)
+        link = self._blocking_link("SyncResponseSessionStore", client, link, timeout)
         self.core = RedisResponseSessionStore(
             None, key_prefix=key_prefix, ttl_seconds=ttl_seconds, max_depth=max_depth,
             max_record_bytes=max_record_bytes, sliding_ttl=sliding_ttl, replay_instructions=replay_instructions,
