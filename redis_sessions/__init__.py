@@ -1,6 +1,14 @@
 """redis_sessions: conversation state for LLM agents and Responses-API gateways in Redis."""
 
-from .config import SessionConfig, create_conversation_store, create_item_session, create_response_session_store
+from .config import (
+    SessionConfig,
+    create_conversation_store,
+    create_item_session,
+    create_response_session_store,
+    create_sync_conversation_store,
+    create_sync_item_session,
+    create_sync_response_session_store,
+)
 from .conversations import (
     Conversation,
     ConversationDeleted,
@@ -35,6 +43,9 @@ __all__ = [
     "RedisConversationStore",
     "SyncConversationStore",
     "create_conversation_store",
+    "create_sync_conversation_store",
+    "create_sync_item_session",
+    "create_sync_response_session_store",
     "CompactionSession",
     "MemorySession",
     "RedisSession",

@@ -1,5 +1,6 @@
 """Configuration (pydantic-settings: arguments, else ``REDIS_SESSIONS_*`` environment
-variables, else defaults) and the factory that turns it into a store."""
+variables, else defaults) and the factories that turn it into a store, for asyncio code
+and (``create_sync_*``) for synchronous code."""
 
 from __future__ import annotations
 
@@ -8,16 +9,17 @@ from typing import Any, Literal, Optional
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .conversations import ConversationStore, RedisConversationStore
+from .conversations import ConversationStore, RedisConversationStore, SyncConversationStore
 from .errors import ErrorCode, SessionError
 from .ids import validate_id
-from .items import ItemSession, RedisSession
+from .items import ItemSession, RedisSession, SyncRedisSession
 from .keys import DEFAULT_PREFIX
 from .limits import DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL_SECONDS, MAX_BATCH_BYTES
-from .memory import MemoryConversationStore, MemoryResponseSessionStore, MemorySession
+from .memory import SHARED_SERVER, MemoryConversationStore, MemoryResponseSessionStore, MemorySession, sync_client
 from .redis_client import DEFAULT_TIMEOUT
 from .replication import DEFAULT_ACK_TIMEOUT, MAX_REPLICA_ACKS
 from .responses.store import DEFAULT_MAX_DEPTH, ChainStore, RedisResponseSessionStore
+from .responses.sync import SyncResponseSessionStore
 
 
 ENV_PREFIX = "REDIS_SESSIONS_"
@@ -127,28 +129,34 @@ class SessionConfig(BaseSettings):
             raise SessionError(ErrorCode.INPUT_INVALID, f"invalid session config: {exc}") from None
 
 
+def _redis_options(config: SessionConfig) -> dict[str, Any]:
+    """What ``from_url`` takes from ``config`` besides the URL, on either API."""
+    return dict(cluster=config.cluster, timeout=config.timeout_seconds, redis_kwargs=config.client_options(),
+                replica_acks=config.replica_acks, replica_ack_timeout=config.replica_ack_timeout_seconds)
+
+
+def _response_options(config: SessionConfig, conversations: Any) -> dict[str, Any]:
+    return dict(key_prefix=config.key_prefix, ttl_seconds=config.ttl_seconds, max_depth=config.max_depth,
+                max_record_bytes=config.max_record_bytes, sliding_ttl=config.sliding_ttl,
+                replay_instructions=config.replay_instructions, response_expiry=config.response_expiry,
+                compact_records=config.compact_records, compression=config.compression, conversations=conversations)
+
+
+def _item_options(config: SessionConfig) -> dict[str, Any]:
+    """An item session's or conversation store's settings from ``config``."""
+    return dict(key_prefix=config.key_prefix, ttl_seconds=config.ttl_seconds, sliding_ttl=config.sliding_ttl,
+                max_batch_bytes=config.max_batch_bytes, compression=config.compression)
+
+
 def create_response_session_store(config: SessionConfig, *, conversations: ConversationStore | None = None) -> ChainStore:
     """The response store ``config`` describes. With ``conversations`` (built from the same
     config), a response saved with ``conversation_id`` appends its turn to that
     conversation in the same atomic step."""
-    options = dict(
-        key_prefix=config.key_prefix,
-        ttl_seconds=config.ttl_seconds,
-        max_depth=config.max_depth,
-        max_record_bytes=config.max_record_bytes,
-        sliding_ttl=config.sliding_ttl,
-        replay_instructions=config.replay_instructions,
-        response_expiry=config.response_expiry,
-        compact_records=config.compact_records,
-        compression=config.compression,
-        conversations=conversations,
-    )
+    options = _response_options(config, conversations)
     if config.store_backend == "memory":
-        return MemoryResponseSessionStore(**options)  # type: ignore[arg-type]
+        return MemoryResponseSessionStore(**options)
     assert config.url is not None
-    return RedisResponseSessionStore.from_url(config.url, cluster=config.cluster, timeout=config.timeout_seconds,
-                                              redis_kwargs=config.client_options(), replica_acks=config.replica_acks,
-                                              replica_ack_timeout=config.replica_ack_timeout_seconds, **options)
+    return RedisResponseSessionStore.from_url(config.url, **_redis_options(config), **options)
 
 
 def create_item_session(config: SessionConfig, session_id: str) -> ItemSession:
@@ -156,28 +164,50 @@ def create_item_session(config: SessionConfig, session_id: str) -> ItemSession:
 
     A Redis session built here owns its client: ``await session.close()`` when done.
     """
-    options: dict[str, Any] = dict(key_prefix=config.key_prefix, ttl_seconds=config.ttl_seconds,
-                                   sliding_ttl=config.sliding_ttl, max_batch_bytes=config.max_batch_bytes,
-                                   compression=config.compression)
     if config.store_backend == "memory":
-        return MemorySession(session_id, **options)
+        return MemorySession(session_id, **_item_options(config))
     assert config.url is not None
-    return RedisSession.from_url(session_id, url=config.url, cluster=config.cluster,
-                                 timeout=config.timeout_seconds, redis_kwargs=config.client_options(),
-                                 replica_acks=config.replica_acks,
-                                 replica_ack_timeout=config.replica_ack_timeout_seconds, **options)
+    return RedisSession.from_url(session_id, url=config.url, **_redis_options(config), **_item_options(config))
 
 
 def create_conversation_store(config: SessionConfig) -> ConversationStore:
     """A Conversations API store with the config's backend, prefix, TTL (and sliding),
     item limits and client settings. A Redis store built here owns its client:
     ``await store.close()`` when done."""
-    options: dict[str, Any] = dict(key_prefix=config.key_prefix, ttl_seconds=config.ttl_seconds,
-                                   sliding_ttl=config.sliding_ttl, max_batch_bytes=config.max_batch_bytes,
-                                   compression=config.compression)
     if config.store_backend == "memory":
-        return MemoryConversationStore(**options)
+        return MemoryConversationStore(**_item_options(config))
     assert config.url is not None
-    return RedisConversationStore.from_url(config.url, cluster=config.cluster, timeout=config.timeout_seconds,
-                                           redis_kwargs=config.client_options(), replica_acks=config.replica_acks,
-                                           replica_ack_timeout=config.replica_ack_timeout_seconds, **options)
+    return RedisConversationStore.from_url(config.url, **_redis_options(config), **_item_options(config))
+
+
+# -- the same, for synchronous code ---------------------------------------------------
+# Memory mode is the sync classes on a sync fakeredis client of an in-process server
+# (redis_sessions.memory.sync_client): a new one per store, the process-wide one for
+# item sessions, the conversation store's for a response store given it.
+
+def create_sync_response_session_store(config: SessionConfig, *,
+                                       conversations: SyncConversationStore | None = None) -> SyncResponseSessionStore:
+    """:func:`create_response_session_store` for synchronous code. A store built here owns
+    its client: ``store.close()`` (or ``with``) when done."""
+    options = _response_options(config, conversations)
+    if config.store_backend == "memory":
+        client = conversations.client if conversations is not None else sync_client()
+        return SyncResponseSessionStore(client, timeout=None, **options)
+    assert config.url is not None
+    return SyncResponseSessionStore.from_url(config.url, **_redis_options(config), **options)
+
+
+def create_sync_item_session(config: SessionConfig, session_id: str) -> SyncRedisSession:
+    """:func:`create_item_session` for synchronous code (``session.close()`` when done)."""
+    if config.store_backend == "memory":
+        return SyncRedisSession(session_id, client=sync_client(SHARED_SERVER), timeout=None, **_item_options(config))
+    assert config.url is not None
+    return SyncRedisSession.from_url(session_id, url=config.url, **_redis_options(config), **_item_options(config))
+
+
+def create_sync_conversation_store(config: SessionConfig) -> SyncConversationStore:
+    """:func:`create_conversation_store` for synchronous code (``store.close()`` when done)."""
+    if config.store_backend == "memory":
+        return SyncConversationStore(sync_client(), timeout=None, **_item_options(config))
+    assert config.url is not None
+    return SyncConversationStore.from_url(config.url, **_redis_options(config), **_item_options(config))

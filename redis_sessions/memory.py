@@ -61,6 +61,24 @@ class _SweepingClient(fakeredis.FakeAsyncRedis):
         return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
 
 
+class _SyncSweepingClient(fakeredis.FakeRedis):
+    """The same, for the sync classes."""
+
+    _sent = 0
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        self._sent += 1
+        if self._sent % SWEEP_EVERY == 0:
+            super().execute_command("DBSIZE")  # type: ignore[no-untyped-call]
+        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+
+
+def sync_client(server: Optional[fakeredis.FakeServer] = None) -> fakeredis.FakeRedis:
+    """A sync client on ``server`` (else a new server), for the sync classes in memory mode
+    (``config.create_sync_*``): ``SyncResponseSessionStore(sync_client())``."""
+    return _SyncSweepingClient(server=server if server is not None else fakeredis.FakeServer())
+
+
 def _link(server: fakeredis.FakeServer) -> RedisLink:
     """A link that makes a client per event loop on ``server``; no time budget (no network)."""
     return RedisLink(factory=functools.partial(_SweepingClient, server=server), timeout=None)

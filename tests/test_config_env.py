@@ -122,3 +122,37 @@ async def test_a_password_setting_authenticates_without_being_in_the_url(redis_s
             assert await authed.get("resp_x_0000") is None
         finally:
             await authed.close()
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+def test_the_sync_factories_build_the_sync_classes_from_the_same_settings(backend, redis_server):
+    """``create_sync_*``: the sync class of each store, with the settings and client options
+    the asyncio factory gives; the response store built with the conversation store
+    appends a turn to it, in memory mode too (they share the in-process server)."""
+    from redis_sessions import (SyncConversationStore, SyncRedisSession, SyncResponseSessionStore,
+                                create_sync_conversation_store, create_sync_item_session,
+                                create_sync_response_session_store)
+    from test_sync_conversations import msg, turn
+
+    prefix = f"sf{backend}"
+    config = SessionConfig(backend=backend, url=redis_server.url, key_prefix=prefix, ttl_seconds=600,
+                           socket_timeout_seconds=0.75)
+    conversations = create_sync_conversation_store(config)
+    store = create_sync_response_session_store(config, conversations=conversations)
+    session = create_sync_item_session(config, "s1")
+    assert (type(conversations), type(store), type(session)) == (SyncConversationStore, SyncResponseSessionStore,
+                                                                 SyncRedisSession)
+    assert store.keys.prefix == session.key_prefix == prefix and store.core.ttl_seconds == 600
+    if backend == "redis":
+        assert store.client.connection_pool.connection_kwargs["socket_timeout"] == 0.75
+    conv = conversations.create(items=[msg("earlier")])
+    first = store.new_response_id(conversation_id=conv.id)
+    store.save(turn(first, conv.id, "one"))
+    assert len(conversations.history(conv.id)) == 3
+    assert [s.id for s in store.resolve_chain(first).sessions] == [first]
+    session.add_items([msg("hi")])
+    # Item sessions of one id share state, as on one Redis: memory mode's one server.
+    assert create_sync_item_session(config, "s1").get_items() == [msg("hi")]
+    session.clear_session()
+    for closing in (store, conversations, session):
+        closing.close()
