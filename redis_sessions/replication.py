@@ -160,10 +160,7 @@ async def _send(client: Union[Redis, RedisCluster, SyncRedis], key: str, write: 
     reply in its place."""
     if not isinstance(client, CLUSTERS):
         read_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
-        pipe = client.pipeline(transaction=False)
-        for command in _commands(write, acks, read_timeout):
-            pipe.execute_command(*command, **_RAW)
-        return None, await io(pipe.execute(raise_on_error=False))
+        return None, await io(_pipelined(client, _commands(write, acks, read_timeout)))
     if isinstance(client, RedisCluster):
         await client.initialize()
     node = _node(client.get_node_from_key(key))
@@ -195,10 +192,7 @@ async def _on_node(node: Any, write: Command, acks: ReplicaAcks, *, asking: bool
     commands = [*([("ASKING",)] if asking else []), *_commands(write, acks, kwargs.get("socket_timeout"))]
     try:
         if sync:
-            pipe = node.redis_connection.pipeline(transaction=False)
-            for command in commands:
-                pipe.execute_command(*command, **_RAW)
-            replies = pipe.execute(raise_on_error=False)
+            replies = _pipelined(node.redis_connection, commands)
         else:
             stack = [PipelineCommand(at, *command, **_RAW) for at, command in enumerate(commands)]
             await node.execute_pipeline(stack)
@@ -206,6 +200,15 @@ async def _on_node(node: Any, write: Command, acks: ReplicaAcks, *, asking: bool
     except _MOVED as exc:  # sending failed: no command has a reply
         return [exc]
     return list(replies[1 if asking else 0:])
+
+
+def _pipelined(client: Any, commands: Sequence[Command]) -> Any:
+    """``commands`` in one pipeline (``transaction=False``) of a standalone client of either
+    API: their replies, an error reply in its place (an awaitable of them, on asyncio)."""
+    pipe = client.pipeline(transaction=False)
+    for command in commands:
+        pipe.execute_command(*command, **_RAW)
+    return pipe.execute(raise_on_error=False)
 
 
 def _commands(write: Command, acks: ReplicaAcks, read_timeout: object) -> Sequence[Command]:
