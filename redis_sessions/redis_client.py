@@ -106,6 +106,12 @@ DEFAULT_TIMEOUT = 5.0
 """Seconds one public call may take in total, redis-py's retries included."""
 RETRIES = 3
 """redis-py retries a command this many times on a connection error or timeout."""
+BACKOFF_BASE = 0.02
+"""redis-py sleeps ``base * 2**n`` s after its n-th failed try (n = 1..RETRIES)."""
+BACKOFF_UNITS = sum(2 ** n for n in range(1, RETRIES + 1))
+"""Those sleeps add up to this many ``base``: 14 with 3 retries (0.28 s at 0.02)."""
+BACKOFF_SHARE = 0.1
+"""The sleeps take at most this share of a budget (the base shrinks with a small one)."""
 
 
 def without_decode(redis_kwargs: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
@@ -169,9 +175,12 @@ def client_options(timeout: float | None, redis_kwargs: Mapping[str, Any] | None
     """redis-py options for a client this package builds: retry (``retry``: the asyncio
     or the sync API's class), socket timeouts that let every retry fit in the budget,
     then whatever the caller passed (it wins)."""
-    options: dict[str, Any] = {"retry": retry(ExponentialBackoff(cap=0.5, base=0.02), retries=RETRIES)}
+    base = BACKOFF_BASE if timeout is None else min(BACKOFF_BASE, timeout * BACKOFF_SHARE / BACKOFF_UNITS)
+    options: dict[str, Any] = {"retry": retry(ExponentialBackoff(cap=0.5, base=base), retries=RETRIES)}
     if timeout is not None:
-        per_try = timeout / (RETRIES + 1)
+        # every try's wait and every backoff's sleep, added up, is at most the budget:
+        # what bounds a sync call, which has no watchdog
+        per_try = (timeout - base * BACKOFF_UNITS) / (RETRIES + 1)
         options.update(socket_timeout=per_try, socket_connect_timeout=per_try)
     if redis_kwargs:
         if not isinstance(redis_kwargs, Mapping):

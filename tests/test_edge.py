@@ -25,6 +25,9 @@ from redis_sessions import (
     RedisSession,
     SessionConfig,
     SessionError,
+    SyncConversationStore,
+    SyncRedisSession,
+    SyncResponseSessionStore,
     create_item_session,
     create_response_session_store,
     new_response_id,
@@ -387,6 +390,55 @@ async def test_a_frozen_server_holds_every_call_at_most_its_budget(own_server: S
     assert (await store.get(rid)) is not None
     await store.close()
     await session.close()
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("timeout", [1.0, 2.5])
+def test_a_frozen_server_holds_every_sync_call_at_most_its_budget(own_server: Server, timeout: float) -> None:
+    """The sync API under SIGSTOP, its calls made from threads that share one store, one
+    session and one conversation store (as a threaded WSGI server's do): each returns a
+    coded 503 within its budget + 1 s, and once thawed the same objects work again."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    store = SyncResponseSessionStore.from_url(own_server.url, key_prefix="sfrozen", timeout=timeout)
+    session = SyncRedisSession.from_url("s", url=own_server.url, key_prefix="sfrozen", timeout=timeout)
+    conversations = SyncConversationStore.from_url(own_server.url, key_prefix="sfrozen", timeout=timeout)
+    rid = new_response_id()
+    store.save(record(rid))
+    session.add_items([{"role": "user", "content": "hi"}])
+    conv = conversations.create()
+
+    def timed(call: Any) -> tuple[float, ErrorCode | None]:
+        start = time.monotonic()
+        try:
+            call()
+            return time.monotonic() - start, None
+        except SessionError as exc:
+            return time.monotonic() - start, exc.code
+
+    calls = [lambda: store.save(record(new_response_id(rid), parent=rid)), lambda: store.resolve_chain(rid),
+             lambda: store.get(rid), lambda: session.add_items([{"role": "user", "content": "again"}]),
+             lambda: session.get_items(), lambda: session.pop_item(),
+             lambda: conversations.add_items(conv.id, [{"type": "message", "role": "user", "content": "x"}]),
+             lambda: conversations.list_items(conv.id)]
+    own_server.freeze()
+    try:
+        with ThreadPoolExecutor(len(calls)) as pool:
+            results = list(pool.map(timed, calls))
+    finally:
+        own_server.thaw()
+    for elapsed, code in results:
+        assert code in (ErrorCode.BACKEND_TIMEOUT, ErrorCode.BACKEND_UNAVAILABLE), results
+        assert elapsed <= timeout + 1.0, results
+    # Thawed, the same objects work again (redis-py reconnects by itself).
+    assert store.get(rid) is not None
+    # (what the server read from the timed-out connections before it saw them close may
+    # have run: a pop, an add; each whole, so the session holds some of its two items)
+    assert {i["content"] for i in session.get_items()} <= {"hi", "again"}
+    assert conversations.get(conv.id).id == conv.id
+    store.close()
+    session.close()
+    conversations.close()
 
 
 @pytest.mark.real
