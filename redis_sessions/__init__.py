@@ -19,7 +19,7 @@ from .conversations import (
 )
 from .errors import ErrorCode, SessionError
 from .ids import new_response_id, validate_id
-from .items import CompactionSession, RedisSession, SyncRedisSession
+from .items import CompactionSession, RedisSession, SyncCompactionSession, SyncRedisSession
 from .memory import MemoryConversationStore, MemoryResponseSessionStore, MemorySession
 from .models import (
     ResponseSessionSnapshot,
@@ -49,6 +49,7 @@ __all__ = [
     "CompactionSession",
     "MemorySession",
     "RedisSession",
+    "SyncCompactionSession",
     "SyncRedisSession",
     "create_item_session",
     "UNSET",

@@ -11,17 +11,18 @@ from typing import Any, Awaitable, Callable
 
 import pytest
 
-from redis_sessions.conversations import RedisConversationStore, base
+from redis_sessions.conversations import RedisConversationStore, SyncConversationStore, base
 from redis_sessions.conversations.redis import SCRIPTS
 from redis_sessions.errors import SessionError
 from redis_sessions.ids import mint_id
-from test_faults import FAULTS, ROUNDS, Faulty, Tally, faulty  # noqa: F401  (faulty: the fixture)
+from test_faults import FAULTS, ROUNDS, SYNC_TOO, Faulty, Tally, faulty  # noqa: F401  (faulty: the fixture)
 
 pytestmark = pytest.mark.real
 
 
 def conversation_store(f: Faulty) -> RedisConversationStore:
-    return RedisConversationStore.from_url(f.url, key_prefix=f.prefix, redis_kwargs=f.redis_kwargs, ttl_seconds=600)
+    return f.built(RedisConversationStore, SyncConversationStore, f.url, key_prefix=f.prefix,
+                   redis_kwargs=f.redis_kwargs, ttl_seconds=600)
 
 
 async def under_fault(f: Faulty, tally: Tally, key: str, script_name: str, call: Callable[[], Awaitable[Any]]) -> Any:
@@ -46,6 +47,7 @@ def msg(text: str) -> dict[str, Any]:
     return {"type": "message", "role": "user", "content": text}
 
 
+@SYNC_TOO
 @FAULTS
 async def test_add_items_appends_each_batch_exactly_once(faulty: Faulty, fault: str) -> None:  # noqa: F811
     tally = Tally(faulty.name, "conversation add_items", fault)
@@ -66,6 +68,7 @@ async def test_add_items_appends_each_batch_exactly_once(faulty: Faulty, fault: 
     tally.check()
 
 
+@SYNC_TOO
 @FAULTS
 async def test_create_update_delete_item_and_delete_apply_once_and_answer(faulty: Faulty, fault: str,  # noqa: F811
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,19 +104,19 @@ async def test_create_update_delete_item_and_delete_apply_once_and_answer(faulty
     tally.check()
 
 
+@SYNC_TOO
 @FAULTS
 async def test_a_conversation_turn_saves_and_appends_exactly_once(faulty: Faulty, fault: str) -> None:  # noqa: F811
     """A response saved with conversation_id: its save and its turn's append are one
     script; a lost, held or cut reply has redis-py send it again, and the copy finds its
     token in the thread and appends nothing."""
-    from redis_sessions import RedisResponseSessionStore, StoredResponseRequestSnapshot, StoredResponseSession
+    from redis_sessions import StoredResponseRequestSnapshot, StoredResponseSession
     from redis_sessions import StoredResponseSnapshot
     from redis_sessions.scripts import script
 
     tally = Tally(faulty.name, "conversation turn (save + append)", fault)
     conversations = conversation_store(faulty)
-    responses = RedisResponseSessionStore.from_url(faulty.url, key_prefix=faulty.prefix, ttl_seconds=600,
-                                                   redis_kwargs=faulty.redis_kwargs, conversations=conversations)
+    responses = faulty.store(ttl_seconds=600, conversations=conversations)
     conv = await conversations.create()
     key = responses.keys.thread("c:" + conv.id)
     sha = script("chain_save_turn").sha.encode()

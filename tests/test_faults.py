@@ -13,6 +13,7 @@ the counts as JSON lines (the numbers in the closing notes come from there).
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -20,12 +21,21 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 import pytest
 
+from async_front import AsyncFront
 from chains import record, thread_tag
 from faultproxy import FaultProxy
 from faultservers import ClusterProxies
-from redis_sessions import ErrorCode, RedisResponseSessionStore, RedisSession, SessionError, new_response_id
+from test_items import compaction
+from redis_sessions import (
+    ErrorCode,
+    RedisResponseSessionStore,
+    RedisSession,
+    SessionError,
+    SyncRedisSession,
+    SyncResponseSessionStore,
+    new_response_id,
+)
 from redis_sessions.ids import marks_names
-from redis_sessions.items import CompactionSession
 from redis_sessions.responses.names import NAMES_MIN
 from redis_sessions.scripts import script
 
@@ -78,10 +88,18 @@ class Faulty:
     """A server (or the cluster) behind fault proxies, and stores built through them."""
 
     def __init__(self, name: str, url: str, proxies: list[FaultProxy], for_key: Callable[[str], FaultProxy],
-                 redis_kwargs: dict[str, Any], prefix: str) -> None:
+                 redis_kwargs: dict[str, Any], prefix: str, api: str = "async") -> None:
         self.name, self.url, self.proxies, self.for_key = name, url, proxies, for_key
         self.redis_kwargs = {"socket_timeout": SOCKET_TIMEOUT, **redis_kwargs}
-        self.prefix = prefix
+        self.prefix, self.api = prefix, api
+
+    def built(self, async_class: Any, sync_class: Any, *args: Any, **options: Any) -> Any:
+        """``async_class.from_url(*args, **options)``; on the sync API the sync class's,
+        behind async methods (async_front.AsyncFront) so one test body serves both."""
+        if self.api == "async":
+            return async_class.from_url(*args, **options)
+        options = {k: v.sync if isinstance(v, AsyncFront) else v for k, v in options.items()}
+        return AsyncFront(sync_class.from_url(*args, **options))
 
     @property
     def fired(self) -> int:
@@ -93,13 +111,13 @@ class Faulty:
         a recovery on a loaded machine (three test processes on two cores) can outlast 5 s."""
         options.setdefault("timeout", FAULT_BUDGET)
         options.setdefault("compression", False)  # the reads are sized by their records ("x" * size)
-        return RedisResponseSessionStore.from_url(self.url, key_prefix=self.prefix,
-                                                  redis_kwargs={**self.redis_kwargs, **(redis_kwargs or {})}, **options)
+        return self.built(RedisResponseSessionStore, SyncResponseSessionStore, self.url, key_prefix=self.prefix,
+                          redis_kwargs={**self.redis_kwargs, **(redis_kwargs or {})}, **options)
 
     def session(self, session_id: str, **options: Any) -> RedisSession:
         options.setdefault("timeout", FAULT_BUDGET)
-        return RedisSession.from_url(session_id, url=self.url, key_prefix=self.prefix,
-                                     redis_kwargs=self.redis_kwargs, **options)
+        return self.built(RedisSession, SyncRedisSession, session_id, url=self.url, key_prefix=self.prefix,
+                          redis_kwargs=self.redis_kwargs, **options)
 
     def arm(self, key: str, fault: str, script_name: str, match: bytes | None = None) -> None:
         for proxy in self.proxies:
@@ -116,18 +134,31 @@ def sha_of(name: str) -> str:
 
 @pytest.fixture(params=["redis", "cluster"])
 async def faulty(request: pytest.FixtureRequest) -> AsyncIterator[Faulty]:
+    """A server or the cluster behind proxies; "redis sync" and "cluster sync" (SYNC_TOO)
+    build the sync API's stores and sessions instead."""
     import uuid
 
     prefix = f"f{uuid.uuid4().hex[:8]}"
-    if request.param == "redis":
+    backend, _, api = request.param.partition(" ")
+    if backend == "redis":
         server = request.getfixturevalue("redis_server")
         with FaultProxy("127.0.0.1", server.port) as proxy:
-            yield Faulty("redis", proxy.url, [proxy], lambda key: proxy, {}, prefix)
+            yield Faulty(request.param, proxy.url, [proxy], lambda key: proxy, {}, prefix, api or "async")
         return
     cluster = request.getfixturevalue("redis_cluster")
     with ClusterProxies(cluster) as cp:
-        yield Faulty("cluster", f"redis+cluster://{cp.host}:{cp.port}", cp.proxies, cp.for_key,
-                     {"address_remap": cp.remap}, prefix)
+        yield Faulty(request.param, f"redis+cluster://{cp.host}:{cp.port}", cp.proxies, cp.for_key,
+                     {"address_remap": cp.remap}, prefix, api or "async")
+
+
+SYNC_TOO = pytest.mark.parametrize("faulty", ["redis", "cluster", "redis sync", "cluster sync"], indirect=True)
+"""On a write test: the same rounds on the sync API too (issue #31). The sync client
+blocks the test's event loop while a fault holds a reply; the proxies run on their own."""
+
+
+async def reply(value: Any) -> Any:
+    """A client call's reply on either API (the sync client's comes back at once)."""
+    return await value if inspect.isawaitable(value) else value
 
 
 async def under_fault(faulty: Faulty, tally: Tally, key: str, script_name: str, call: Callable[[], Awaitable[Any]],
@@ -152,6 +183,7 @@ FAULTS = pytest.mark.parametrize("fault", list(ROUNDS))
 
 
 # -- response chains ------------------------------------------------------------------
+@SYNC_TOO
 @FAULTS
 @pytest.mark.parametrize("ids", ["minted", "foreign", "names"])
 async def test_save_applies_once_and_never_answers_conflict_for_its_own_write(faulty: Faulty, fault: str, ids: str) -> None:
@@ -184,12 +216,13 @@ async def test_save_applies_once_and_never_answers_conflict_for_its_own_write(fa
     for rid in chain:  # every saved response is readable by its own id
         assert (await store.get(rid)) is not None
     if ids == "names":
-        lists = {k: v for k, v in (await store.client.hgetall(thread_key)).items() if k.startswith(b"n:")}
+        lists = {k: v for k, v in (await reply(store.client.hgetall(thread_key))).items() if k.startswith(b"n:")}
         assert lists == {f"n:{chain[-1]}".encode(): b"".join(bytes.fromhex(r[-32:]) for r in chain[-2::-1])}
     await store.close()
     tally.check()
 
 
+@SYNC_TOO
 @FAULTS
 async def test_delete_answers_true_once_deleted_and_deletes_nothing_else(faulty: Faulty, fault: str) -> None:
     tally = Tally(faulty.name, "delete", fault)
@@ -311,6 +344,7 @@ def msg(i: int) -> dict[str, Any]:
     return {"type": "message", "role": "user", "content": f"m{i}"}
 
 
+@SYNC_TOO
 @FAULTS
 async def test_add_items_appends_each_batch_exactly_once(faulty: Faulty, fault: str) -> None:
     tally = Tally(faulty.name, "add_items", fault)
@@ -330,6 +364,7 @@ async def test_add_items_appends_each_batch_exactly_once(faulty: Faulty, fault: 
     tally.check()
 
 
+@SYNC_TOO
 @FAULTS
 async def test_pop_item_removes_exactly_the_item_it_returns(faulty: Faulty, fault: str) -> None:
     tally = Tally(faulty.name, "pop_item", fault)
@@ -352,6 +387,7 @@ async def test_pop_item_removes_exactly_the_item_it_returns(faulty: Faulty, faul
     tally.check()
 
 
+@SYNC_TOO
 @FAULTS
 async def test_compaction_replaces_once_and_reports_compacted(faulty: Faulty, fault: str) -> None:
     tally = Tally(faulty.name, "compaction", fault)
@@ -360,7 +396,7 @@ async def test_compaction_replaces_once_and_reports_compacted(faulty: Faulty, fa
     async def summarize(items: list[Any]) -> list[Any]:
         return [{"type": "message", "role": "assistant", "content": f"summary of {len(items)}"}]
 
-    compacting = CompactionSession(session, summarize)
+    compacting = compaction(session, summarize)
     expected: list[str] = []
     for i in range(ROUNDS[fault]):
         await session.add_items([msg(i), msg(i + 1000)])
@@ -377,6 +413,7 @@ async def test_compaction_replaces_once_and_reports_compacted(faulty: Faulty, fa
     tally.check()
 
 
+@SYNC_TOO
 @FAULTS
 async def test_fork_creates_once_and_never_answers_conflict_for_its_own_copy(faulty: Faulty, fault: str) -> None:
     tally = Tally(faulty.name, "fork", fault)
@@ -395,6 +432,7 @@ async def test_fork_creates_once_and_never_answers_conflict_for_its_own_copy(fau
     tally.check()
 
 
+@SYNC_TOO
 @FAULTS
 async def test_clear_session_clears_and_answers(faulty: Faulty, fault: str) -> None:
     tally = Tally(faulty.name, "clear_session", fault)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Optional
 
+import fakeredis
 import pytest
 from agents.memory import OpenAIResponsesCompactionAwareSession, Session, SessionSettings
 from redis.asyncio.cluster import RedisCluster
@@ -13,7 +14,8 @@ from async_front import AsyncFront
 from conftest import Backend
 from redis_sessions.errors import ErrorCode, SessionError
 from redis_sessions import MemorySession
-from redis_sessions.items import CompactionSession, ItemSession, RedisSession, SyncRedisSession
+from redis_sessions.items import CompactionSession, ItemSession, RedisSession, SyncCompactionSession, SyncRedisSession
+from redis_sessions.redis_client import run_blocking
 from redis_sessions.items import header
 from redis_sessions import tokens
 from redis_sessions.keys import KeySpace
@@ -31,9 +33,18 @@ def make(b: Backend, sid: str = "s1", **kw: Any) -> ItemSession:
 
 
 def core(s: Any) -> ItemSession:
-    """What a CompactionSession wraps (it is async-only): on the sync API, the
-    SyncRedisSession's RedisSession, on the same sync client, awaited in the test's loop."""
+    """What a CompactionSession wraps: on the sync API, the SyncRedisSession's
+    RedisSession, on the same sync client, awaited in the test's loop (for a compactor
+    that waits on the test: Gate)."""
     return s.sync.core if isinstance(s, AsyncFront) else s
+
+
+def compaction(s: Any, compactor: Any, **kw: Any) -> CompactionSession:
+    """``s``'s CompactionSession; on the sync API the SyncCompactionSession, its compactor
+    the plain function that runs ``compactor`` (one that never waits), behind async methods."""
+    if isinstance(s, AsyncFront):
+        return AsyncFront(SyncCompactionSession(s.sync, lambda items: run_blocking(compactor(items)), **kw))  # type: ignore[return-value]
+    return CompactionSession(s, compactor, **kw)
 
 
 def msgs(n: int, start: int = 0, role: str = "assistant") -> list[dict[str, Any]]:
@@ -340,7 +351,7 @@ async def test_no_ttl_means_no_expiry(clocked: Backend, name: str) -> None:
 
 async def test_one_key_per_session_and_its_ttl_covers_everything(backend: Backend) -> None:
     s = make(backend, ttl_seconds=100)
-    c = CompactionSession(core(s), _summarize)
+    c = compaction(s, _summarize)
     ops = (lambda: s.add_items(msgs(12)), s.pop_item, lambda: c.compact(force=True), s.pop_item,
            lambda: s.add_items(msgs(1)), s.clear_session)
     for op in ops:
@@ -449,7 +460,7 @@ async def _summarize(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 async def test_compaction_threshold(backend: Backend) -> None:
     s = make(backend)
-    c = CompactionSession(core(s), _summarize)
+    c = compaction(s, _summarize)
     await s.add_items(msgs(9))
     assert await c.compact() == "not_triggered"
     await c.run_compaction()
@@ -461,7 +472,7 @@ async def test_compaction_threshold(backend: Backend) -> None:
 
 async def test_candidates_exclude_user_messages_and_compactions(backend: Backend) -> None:
     s = make(backend)
-    c = CompactionSession(core(s), _summarize)
+    c = compaction(s, _summarize)
     await s.add_items([{"type": "compaction", "summary": "old"}])
     await s.add_items(msgs(20, role="user"))
     await s.add_items([{"role": "user", "content": "easy input form"}])
@@ -481,7 +492,7 @@ async def test_force_and_custom_trigger(backend: Backend) -> None:
         seen.append(ctx)
         return False
 
-    c = CompactionSession(core(s), _summarize, should_trigger=never)
+    c = compaction(s, _summarize, should_trigger=never)
     assert await c.compact() == "empty"
     await s.add_items(msgs(30))
     await c.run_compaction({"response_id": "r"})
@@ -589,7 +600,7 @@ async def test_compaction_drops_corrupt_entries_it_read(backend: Backend) -> Non
     s = make(backend)
     await s.add_items(msgs(11))
     await push_raw(backend, "s1", GARBAGE)
-    c = CompactionSession(core(s), _summarize)
+    c = compaction(s, _summarize)
     assert await c.compact() == "compacted"
     assert await s.get_items() == [{"type": "compaction", "summary": "11 items"}]
 
@@ -601,7 +612,7 @@ async def test_compaction_to_nothing_deletes_session(backend: Backend) -> None:
     async def nothing(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return []
 
-    assert await CompactionSession(core(s), nothing).compact() == "compacted"
+    assert await compaction(s, nothing).compact() == "compacted"
     assert await s.get_items() == [] and await prefix_keys(backend) == [key_of(backend)]
     assert 0 < await pttl(backend) <= tokens.RETAIN_MS
 
@@ -609,12 +620,16 @@ async def test_compaction_to_nothing_deletes_session(backend: Backend) -> None:
 def test_compaction_wraps_only_item_sessions() -> None:
     with expect_error(ErrorCode.INPUT_INVALID):
         CompactionSession(object(), _summarize)  # type: ignore[arg-type]
+    with expect_error(ErrorCode.INPUT_INVALID):
+        SyncCompactionSession(MemorySession("s"), lambda items: items)  # type: ignore[arg-type]
+    with expect_error(ErrorCode.INPUT_INVALID):  # a sync compaction cannot wait on a coroutine
+        SyncCompactionSession(SyncRedisSession("s", client=fakeredis.FakeRedis()), _summarize)  # type: ignore[arg-type]
 
 
 # -- Redis edges ---------------------------------------------------------------------
 async def test_script_flush_then_everything_works(redis_backend: Backend) -> None:
     s = make(redis_backend, ttl_seconds=60, sliding_ttl=True)
-    c = CompactionSession(core(s), _summarize)
+    c = compaction(s, _summarize)
     await s.add_items(msgs(3))  # scripts now cached
     await redis_backend.client.script_flush()  # every primary, on a cluster
     await s.add_items(msgs(9, start=3))

@@ -3,14 +3,14 @@
 ``RedisSession`` (Redis or Redis Cluster; ``MemorySession`` in :mod:`redis_sessions.memory`
 is the same class on an in-process server) satisfies ``agents.memory.Session``;
 ``CompactionSession`` wraps it and adds
-``run_compaction``; ``SyncRedisSession`` runs its methods from synchronous code. The shared logic lives in :mod:`.base`.
+``run_compaction``; ``SyncRedisSession`` and ``SyncCompactionSession`` run their methods from synchronous code. The shared logic lives in :mod:`.base`.
 """
 
 from ..limits import MAX_BATCH_BYTES, MAX_ITEM_BYTES
 from .base import ItemSession, Snapshot
 from .compaction import CompactionOutcome, CompactionSession, Compactor
 from .redis import RedisSession
-from .sync import SyncRedisSession
+from .sync import SyncCompactionSession, SyncRedisSession
 
 __all__ = [
     "MAX_BATCH_BYTES",
@@ -21,5 +21,6 @@ __all__ = [
     "ItemSession",
     "RedisSession",
     "Snapshot",
+    "SyncCompactionSession",
     "SyncRedisSession",
 ]

@@ -2,7 +2,9 @@
 
 ``CompactionSession`` wraps a RedisSession or MemorySession and satisfies the
 Agents SDK's ``OpenAIResponsesCompactionAwareSession`` protocol: the Runner
-calls ``run_compaction(args)`` after a turn. One compaction:
+calls ``run_compaction(args)`` after a turn. ``SyncCompactionSession``
+(:mod:`.sync`) runs these same steps from synchronous code, with a plain
+function as compactor. One compaction:
 
 1. reads a snapshot in one atomic step: the valid items, the number N of
    stored entries read, and the session's epoch and rewrite count;
@@ -28,8 +30,9 @@ session header (``session.record.corrupt``).
 
 from __future__ import annotations
 
+import inspect
 import logging
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Mapping, Optional, Union
 
 from ..errors import ErrorCode, SessionError
 from ..models import Item
@@ -41,8 +44,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("redis_sessions.items")
 
-# Receives the items (plain dicts), returns their replacement (plain dicts).
-Compactor = Callable[[list[Any]], Awaitable[list[Any]]]
+# Receives the items (plain dicts), returns their replacement (plain dicts); a sync
+# compactor (SyncCompactionSession's) returns it rather than a coroutine.
+Compactor = Callable[[list[Any]], Union[Awaitable[list[Any]], list[Any]]]
 ShouldTrigger = Callable[[dict[str, Any]], bool]
 CompactionOutcome = Literal["compacted", "not_triggered", "empty", "conflict"]
 
@@ -122,7 +126,9 @@ class CompactionSession:
         }
         if not force and not self.should_trigger(context):
             return "not_triggered"
-        replacement = await self.compactor(snap.items)
+        replacement = self.compactor(snap.items)
+        if inspect.isawaitable(replacement):
+            replacement = await replacement
         if not await self.underlying.replace_prefix(snap, replacement):
             logger.info("compaction of session %r skipped: the history changed while compacting", self.session_id)
             return "conflict"

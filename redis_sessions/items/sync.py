@@ -14,11 +14,13 @@ threads' calls are never merged.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Union
+import inspect
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Union
 
 from ..errors import ErrorCode, SessionError
 from ..redis_client import DEFAULT_TIMEOUT, Blocking, RedisLink, SyncRedis, run_blocking, without_decode
 from .base import Snapshot
+from .compaction import CompactionOutcome, CompactionSession, ShouldTrigger
 from .redis import RedisSession
 
 if TYPE_CHECKING:
@@ -128,3 +130,44 @@ class SyncRedisSession(Blocking):
         """Close the client this session built (``from_url``); the session is closed then
         (``session.client.closed``). With a client you gave it, nothing."""
         run_blocking(self.core.close())
+
+
+class SyncCompactionSession:
+    """:class:`~.compaction.CompactionSession` for synchronous code: wraps a
+    :class:`SyncRedisSession`, and its ``compact`` and ``run_compaction`` run the same
+    steps (snapshot, trigger, compactor, the checked replace) with ``compactor`` a plain
+    function of the items. The other methods are the session's."""
+
+    def __init__(self, underlying: SyncRedisSession, compactor: Callable[[list[Any]], list[Any]], *,
+                 should_trigger: Optional[ShouldTrigger] = None) -> None:
+        if not isinstance(underlying, SyncRedisSession):
+            raise SessionError(ErrorCode.INPUT_INVALID,
+                               f"SyncCompactionSession wraps a SyncRedisSession, got {type(underlying).__name__}")
+        if inspect.iscoroutinefunction(compactor):
+            raise SessionError(ErrorCode.INPUT_INVALID,
+                               "SyncCompactionSession's compactor is a plain function; CompactionSession takes an async one")
+        self.underlying = underlying
+        self.core = CompactionSession(underlying.core, compactor, should_trigger=should_trigger)
+        """The compaction whose steps this one runs: its logic is the only copy."""
+
+    @property
+    def session_id(self) -> str:
+        return self.underlying.session_id
+
+    def get_items(self, limit: Optional[int] = None) -> list["TResponseInputItem"]:
+        return self.underlying.get_items(limit)
+
+    def add_items(self, items: list["TResponseInputItem"], *, idempotency_key: Optional[str] = None) -> None:
+        self.underlying.add_items(items, idempotency_key=idempotency_key)
+
+    def pop_item(self) -> Optional["TResponseInputItem"]:
+        return self.underlying.pop_item()
+
+    def clear_session(self) -> None:
+        self.underlying.clear_session()
+
+    def run_compaction(self, args: Optional[Mapping[str, Any]] = None) -> None:
+        run_blocking(self.core.run_compaction(args))
+
+    def compact(self, *, force: bool = False, args: Optional[Mapping[str, Any]] = None) -> CompactionOutcome:
+        return run_blocking(self.core.compact(force=force, args=args))
