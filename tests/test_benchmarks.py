@@ -144,3 +144,19 @@ def test_the_peers_benchmark_runs_and_prints_every_row(tmp_path):
         assert met in ("", "yes", "no"), what
         assert bool(target) == (met != ""), what
     assert "<svg" in svg.read_text()
+
+
+@pytest.mark.real
+@pytest.mark.slow
+def test_the_sync_benchmark_runs_and_prints_both_rows(redis_server):
+    """``bench_sync.py`` with a few calls on the test server: both rows, each with two
+    rates and their ratio. Structure only."""
+    run = subprocess.run([sys.executable, str(BENCHMARKS / "bench_sync.py"), "--url", redis_server.url,
+                          "--rounds", "2", "--calls", "5"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in run.stdout.splitlines()
+            if line.startswith("| save") or line.startswith("| get")]
+    assert [row[0] for row in rows] == ["save", "get"]
+    for _, ours, raw, ratio in rows:
+        assert float(ours.replace(",", "")) > 0 and float(raw.replace(",", "")) > 0
+        assert float(ratio) == pytest.approx(float(ours.replace(",", "")) / float(raw.replace(",", "")), abs=0.01)
