@@ -1,5 +1,7 @@
 """redis_sessions: conversation state for LLM agents and Responses-API gateways in Redis."""
 
+from typing import TYPE_CHECKING, Any
+
 from .config import (
     SessionConfig,
     create_conversation_store,
@@ -20,7 +22,6 @@ from .conversations import (
 from .errors import ErrorCode, SessionError
 from .ids import new_response_id, validate_id
 from .items import CompactionSession, RedisSession, SyncCompactionSession, SyncRedisSession
-from .memory import MemoryConversationStore, MemoryResponseSessionStore, MemorySession
 from .models import (
     ResponseSessionSnapshot,
     StoredResponseRequestSnapshot,
@@ -68,3 +69,18 @@ __all__ = [
     "new_response_id",
     "validate_id",
 ]
+
+if TYPE_CHECKING:
+    from .memory import MemoryConversationStore, MemoryResponseSessionStore, MemorySession
+
+_MEMORY = ("MemoryConversationStore", "MemoryResponseSessionStore", "MemorySession")
+
+
+def __getattr__(name: str) -> Any:
+    """The memory-mode classes, imported on first use: they load fakeredis and its Lua
+    (about a third of this package's import time), which a Redis deployment never needs."""
+    if name in _MEMORY:
+        from . import memory
+
+        return getattr(memory, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,7 +15,6 @@ from .ids import validate_id
 from .items import ItemSession, RedisSession, SyncRedisSession
 from .keys import DEFAULT_PREFIX
 from .limits import DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL_SECONDS, MAX_BATCH_BYTES
-from .memory import SHARED_SERVER, MemoryConversationStore, MemoryResponseSessionStore, MemorySession, sync_client
 from .redis_client import DEFAULT_TIMEOUT
 from .replication import DEFAULT_ACK_TIMEOUT, MAX_REPLICA_ACKS
 from .responses.store import DEFAULT_MAX_DEPTH, ChainStore, RedisResponseSessionStore
@@ -154,6 +153,8 @@ def create_response_session_store(config: SessionConfig, *, conversations: Conve
     conversation in the same atomic step."""
     options = _response_options(config, conversations)
     if config.store_backend == "memory":
+        from .memory import MemoryResponseSessionStore  # fakeredis: loaded by memory mode only
+
         return MemoryResponseSessionStore(**options)
     assert config.url is not None
     return RedisResponseSessionStore.from_url(config.url, **_redis_options(config), **options)
@@ -165,6 +166,8 @@ def create_item_session(config: SessionConfig, session_id: str) -> ItemSession:
     A Redis session built here owns its client: ``await session.close()`` when done.
     """
     if config.store_backend == "memory":
+        from .memory import MemorySession
+
         return MemorySession(session_id, **_item_options(config))
     assert config.url is not None
     return RedisSession.from_url(session_id, url=config.url, **_redis_options(config), **_item_options(config))
@@ -175,6 +178,8 @@ def create_conversation_store(config: SessionConfig) -> ConversationStore:
     item limits and client settings. A Redis store built here owns its client:
     ``await store.close()`` when done."""
     if config.store_backend == "memory":
+        from .memory import MemoryConversationStore
+
         return MemoryConversationStore(**_item_options(config))
     assert config.url is not None
     return RedisConversationStore.from_url(config.url, **_redis_options(config), **_item_options(config))
@@ -191,6 +196,8 @@ def create_sync_response_session_store(config: SessionConfig, *,
     its client: ``store.close()`` (or ``with``) when done."""
     options = _response_options(config, conversations)
     if config.store_backend == "memory":
+        from .memory import sync_client
+
         client = conversations.client if conversations is not None else sync_client()
         return SyncResponseSessionStore(client, timeout=None, **options)
     assert config.url is not None
@@ -200,6 +207,8 @@ def create_sync_response_session_store(config: SessionConfig, *,
 def create_sync_item_session(config: SessionConfig, session_id: str) -> SyncRedisSession:
     """:func:`create_item_session` for synchronous code (``session.close()`` when done)."""
     if config.store_backend == "memory":
+        from .memory import SHARED_SERVER, sync_client
+
         return SyncRedisSession(session_id, client=sync_client(SHARED_SERVER), timeout=None, **_item_options(config))
     assert config.url is not None
     return SyncRedisSession.from_url(session_id, url=config.url, **_redis_options(config), **_item_options(config))
@@ -208,6 +217,8 @@ def create_sync_item_session(config: SessionConfig, session_id: str) -> SyncRedi
 def create_sync_conversation_store(config: SessionConfig) -> SyncConversationStore:
     """:func:`create_conversation_store` for synchronous code (``store.close()`` when done)."""
     if config.store_backend == "memory":
+        from .memory import sync_client
+
         return SyncConversationStore(sync_client(), timeout=None, **_item_options(config))
     assert config.url is not None
     return SyncConversationStore.from_url(config.url, **_redis_options(config), **_item_options(config))

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import multiprocessing
+import subprocess
+import sys
 import threading
 import uuid
 from typing import Any
@@ -70,6 +72,21 @@ def test_every_public_method_completes_on_the_first_send():
     public = {name for name, _ in inspect.getmembers(SyncResponseSessionStore, inspect.isfunction)
               if not name.startswith("_")}
     assert public == {"new_response_id", "get", "resolve_chain", "save", "delete", "delete_thread", "close"}
+
+
+def test_importing_the_sync_api_loads_nothing_its_users_do_not_need():
+    """A Flask or Celery process importing the sync classes loads nothing of asyncio that
+    redis-py's own sync client has not loaded already (redis-py 8 imports asyncio and
+    redis.asyncio itself), and neither memory mode's fakeredis nor the SDK or server."""
+    code = ("import sys, redis, redis.cluster, redis.sentinel; before = set(sys.modules); "
+            "from redis_sessions import SyncResponseSessionStore, SyncRedisSession, SyncConversationStore, "
+            "SyncCompactionSession, create_sync_response_session_store; "
+            "added = set(sys.modules) - before; "
+            "print(sorted(m for m in added if m.split('.')[0] in ('asyncio', 'fakeredis', 'lupa', 'agents', 'openai', "
+            "'fastapi', 'starlette', 'uvicorn', 'httpx') or m.startswith('redis.asyncio')))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
 
 
 def test_a_call_that_suspends_is_closed_and_refused():
