@@ -9,8 +9,6 @@ listed at least once. Only live things are listed (:func:`.keyscan.live_count`).
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..errors import ErrorCode, SessionError
 from ..keys import KeySpace
 from ..redis_client import AnyRedis, as_text, close_client, translate_errors

@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Optional, TypeVar, Union, cas
 import msgspec
 
 from .. import validate
-from ..codec import PACKED, decode_item, encode, encode_items, pack
+from ..codec import PACKED, decode_item, encode_items, pack
 from ..errors import ErrorCode, SessionError
 from ..ids import validate_id
 from ..keys import DEFAULT_PREFIX, KeySpace

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Protocol, Sequence, runtime_checkable
 
-from ..keys import KeySpace
 from ..limits import DEFAULT_MAX_RECORD_BYTES as DEFAULT_MAX_RECORD_BYTES, UNSET as UNSET, _Unset as _Unset
 from ..models import ResponseSessionSnapshot, StoredResponseSession
 
