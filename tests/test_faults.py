@@ -13,7 +13,6 @@ the counts as JSON lines (the numbers in the closing notes come from there).
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -36,6 +35,7 @@ from redis_sessions import (
     new_response_id,
 )
 from redis_sessions.ids import marks_names
+from redis_sessions.redis_client import io
 from redis_sessions.responses.names import NAMES_MIN
 from redis_sessions.scripts import script
 
@@ -156,11 +156,6 @@ SYNC_TOO = pytest.mark.parametrize("faulty", ["redis", "cluster", "redis sync", 
 blocks the test's event loop while a fault holds a reply; the proxies run on their own."""
 
 
-async def reply(value: Any) -> Any:
-    """A client call's reply on either API (the sync client's comes back at once)."""
-    return await value if inspect.isawaitable(value) else value
-
-
 async def under_fault(faulty: Faulty, tally: Tally, key: str, script_name: str, call: Callable[[], Awaitable[Any]],
                       match: bytes | None = None) -> Any:
     """Arm the fault on the reply to ``script_name`` for ``key`` (or to the command whose
@@ -216,7 +211,7 @@ async def test_save_applies_once_and_never_answers_conflict_for_its_own_write(fa
     for rid in chain:  # every saved response is readable by its own id
         assert (await store.get(rid)) is not None
     if ids == "names":
-        lists = {k: v for k, v in (await reply(store.client.hgetall(thread_key))).items() if k.startswith(b"n:")}
+        lists = {k: v for k, v in (await io(store.client.hgetall(thread_key))).items() if k.startswith(b"n:")}
         assert lists == {f"n:{chain[-1]}".encode(): b"".join(bytes.fromhex(r[-32:]) for r in chain[-2::-1])}
     await store.close()
     tally.check()
