@@ -626,6 +626,22 @@ def test_compaction_wraps_only_item_sessions() -> None:
         SyncCompactionSession(SyncRedisSession("s", client=fakeredis.FakeRedis()), _summarize)  # type: ignore[arg-type]
 
 
+def test_a_sync_compactor_that_returns_an_awaitable_is_refused_and_changes_nothing() -> None:
+    """Not a coroutine function, but it returns one (a partial of one): refused as the
+    coded error when it returns, before the replace; the history stays as it was."""
+    import functools
+
+    async def waits(items: list[Any], delay: float) -> list[Any]:
+        await asyncio.sleep(delay)
+        return []
+
+    session = SyncRedisSession("s", client=fakeredis.FakeRedis())
+    session.add_items(msgs(12))
+    with expect_error(ErrorCode.INPUT_INVALID):
+        SyncCompactionSession(session, functools.partial(waits, delay=0.01)).compact(force=True)
+    assert texts(session.get_items()) == [f"m{i}" for i in range(12)]
+
+
 # -- Redis edges ---------------------------------------------------------------------
 async def test_script_flush_then_everything_works(redis_backend: Backend) -> None:
     s = make(redis_backend, ttl_seconds=60, sliding_ttl=True)

@@ -132,6 +132,9 @@ class SyncRedisSession(Blocking):
         run_blocking(self.core.close())
 
 
+_ASYNC_COMPACTOR = "SyncCompactionSession's compactor is a plain function; CompactionSession takes an async one"
+
+
 class SyncCompactionSession:
     """:class:`~.compaction.CompactionSession` for synchronous code: wraps a
     :class:`SyncRedisSession`, and its ``compact`` and ``run_compaction`` run the same
@@ -144,10 +147,21 @@ class SyncCompactionSession:
             raise SessionError(ErrorCode.INPUT_INVALID,
                                f"SyncCompactionSession wraps a SyncRedisSession, got {type(underlying).__name__}")
         if inspect.iscoroutinefunction(compactor):
-            raise SessionError(ErrorCode.INPUT_INVALID,
-                               "SyncCompactionSession's compactor is a plain function; CompactionSession takes an async one")
+            raise SessionError(ErrorCode.INPUT_INVALID, _ASYNC_COMPACTOR)
+
+        def plain(items: list[Any]) -> list[Any]:
+            # any other callable that returns an awaitable (a partial, an object) is
+            # refused as it returns, before the replace writes: never run_blocking's
+            # SuspendedError
+            replacement = compactor(items)
+            if inspect.isawaitable(replacement):
+                if inspect.iscoroutine(replacement):
+                    replacement.close()
+                raise SessionError(ErrorCode.INPUT_INVALID, _ASYNC_COMPACTOR)
+            return replacement
+
         self.underlying = underlying
-        self.core = CompactionSession(underlying.core, compactor, should_trigger=should_trigger)
+        self.core = CompactionSession(underlying.core, plain, should_trigger=should_trigger)
         """The compaction whose steps this one runs: its logic is the only copy."""
 
     @property
