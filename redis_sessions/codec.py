@@ -136,16 +136,47 @@ RESPONSE_ID_LEFT_OUT = 2
 """``response.id``, when it equals ``id`` (as a gateway's responses do)."""
 ZSTD = 4
 """The rest is one zstd frame that says its size, of at most ``MAX_EXPANDED_BYTES``."""
-_FLAGS = ID_LEFT_OUT | RESPONSE_ID_LEFT_OUT | ZSTD
+DICTIONARY = 8
+"""With ``ZSTD``: the frame was made with :data:`ZSTD_DICTIONARY`."""
+_FLAGS = ID_LEFT_OUT | RESPONSE_ID_LEFT_OUT | ZSTD | DICTIONARY
 
 COMPRESS_MIN_BYTES = 512
-"""Values shorter than this are stored as they are. Measured on English prose: zstd
-shrinks a 0.7 KB record by 1.4-1.6x and a 20 KB one by 2.4-2.6x; below about 0.5 KB the
-frame's overhead eats most of the gain."""
+"""Values shorter than this are stored as they are: an item is read far more often than
+it is written (every turn reads the history back), and at 0.3 KB zstd would add about
+2 us to each read of each item for about 80 bytes."""
+DICTIONARY_BELOW = 8192
+"""Values shorter than this are compressed with :data:`ZSTD_DICTIONARY`. Measured on
+bench_peers' records (English prose, zstd level 2): 751 B of msgpack packs to 405 B with
+it and 511 B without; 4 KB to 1,920 B against 2,007; 8 KB to 3,629 against 3,675; at
+20 KB it costs 170 B (8,545 against 8,377), so larger values go without."""
 ZSTD_LEVEL = 2
 """Level 2 compresses a 20 KB record as small as level 3 (2.39x against 2.39x on
 bench_peers' prose) in 68 us against 89; level 1 takes 54 us for 2.28x. Decompression
 takes the same time at every level (about 20 us at 20 KB, 2.5 us at 0.7 KB)."""
+_USAGE = {"input_tokens": 0, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 0,
+          "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 0}
+_SHAPES = [
+    {"type": "function", "name": "", "description": "", "parameters": {
+        "type": "object", "properties": {}, "required": [], "additionalProperties": False}, "strict": True},
+    {"tool_choice": "auto", "parallel_tool_calls": True, "reasoning": {"effort": "medium", "summary": "auto"},
+     "text": {"format": {"type": "text"}, "verbosity": "medium"}, "truncation": "disabled"},
+    {"type": "reasoning", "id": "rs_", "summary": [{"type": "summary_text", "text": ""}], "encrypted_content": ""},
+    {"type": "function_call", "id": "fc_", "call_id": "call_", "name": "", "arguments": "", "status": "completed"},
+    {"type": "function_call_output", "call_id": "call_", "output": ""},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": ""}]},
+    {"id": "", "previous_response_id": "resp_", "created_at": 0, "status": "completed",
+     "request": {"input": "", "instructions": "", "model": ""},
+     "response": {"id": "", "output": [{"type": "message", "role": "assistant", "id": "msg_", "status": "completed",
+                                        "content": [{"type": "output_text", "annotations": [], "logprobs": [],
+                                                     "text": ""}]}],
+                  "output_text": "", "usage": _USAGE}},
+]
+ZSTD_DICTIONARY = msgspec.msgpack.encode(_SHAPES)
+"""A raw-content zstd dictionary (876 bytes): the msgpack shapes of the Responses API's
+requests, output items and usage, with every value left empty, so that a small record
+or item does not spend its own bytes on the names every record repeats. Frozen: a value
+written with it reads only with the same bytes (tests/test_compression.py pins their
+hash); another dictionary would take another flag."""
 MAX_EXPANDED_BYTES = 64 << 20
 """The most a compressed value may expand to: the largest record or item any store may be
 configured to accept. A body that says more (a decompression bomb) is refused as corrupt
@@ -153,12 +184,17 @@ before anything is allocated."""
 
 
 class _Contexts(threading.local):
-    """zstd contexts, one pair per thread (a context is not safe to share between threads;
-    making one per call costs about 20 us, reusing it nothing)."""
+    """zstd contexts per thread, a pair without the dictionary and a pair with it (a context
+    is not safe to share between threads; making one per call costs about 20 us, reusing it
+    nothing)."""
 
     def __init__(self) -> None:
         self.compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=True)
         self.decompressor = zstandard.ZstdDecompressor()
+        dictionary = zstandard.ZstdCompressionDict(ZSTD_DICTIONARY, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+        self.small_compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=True,
+                                                         dict_data=dictionary)
+        self.small_decompressor = zstandard.ZstdDecompressor(dict_data=dictionary)
 
 
 _contexts = _Contexts()
@@ -169,16 +205,17 @@ def pack(data: bytes, flags: int, compress: bool = True) -> bytes:
     when that is smaller (values under ``COMPRESS_MIN_BYTES`` are not tried); ``data``
     itself when there is nothing to mark."""
     if compress and len(data) >= COMPRESS_MIN_BYTES:
-        squeezed = _contexts.compressor.compress(data)
+        small = len(data) < DICTIONARY_BELOW
+        squeezed = (_contexts.small_compressor if small else _contexts.compressor).compress(data)
         if len(squeezed) + 2 < len(data):
-            return bytes((PACKED, flags | ZSTD)) + squeezed
+            return bytes((PACKED, flags | ZSTD | (DICTIONARY if small else 0))) + squeezed
     return bytes((PACKED, flags)) + data if flags else data
 
 
 def _unpack(data: bytes, where: Where) -> tuple[int, Union[bytes, memoryview]]:
     """A packed value's flags and its msgpack bytes (decompressed if need be)."""
     flags = data[1] if len(data) > 1 else 0
-    if flags & ~_FLAGS or flags == 0:
+    if flags & ~_FLAGS or flags == 0 or flags & (ZSTD | DICTIONARY) == DICTIONARY:
         raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} is a packed value of a form this "
                            f"version does not know (flags {flags:#x})")
     if not flags & ZSTD:
@@ -188,7 +225,8 @@ def _unpack(data: bytes, where: Where) -> tuple[int, Union[bytes, memoryview]]:
         if not 0 <= size <= MAX_EXPANDED_BYTES:
             raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} is compressed and says it expands "
                                f"to {size} bytes; at most {MAX_EXPANDED_BYTES} are read")
-        return flags, _contexts.decompressor.decompress(data[2:], max_output_size=MAX_EXPANDED_BYTES)
+        decompressor = _contexts.small_decompressor if flags & DICTIONARY else _contexts.decompressor
+        return flags, decompressor.decompress(data[2:], max_output_size=MAX_EXPANDED_BYTES)
     except zstandard.ZstdError as exc:
         raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} does not decompress: {exc}") from None
 
@@ -222,7 +260,7 @@ def _expand(data: bytes, where: Where, response_id: str | None) -> StoredRespons
 def decode_item(data: object, where: Where) -> Item:
     if type(data) is bytes and data[:1] == b"\xc1":
         flags, body = _unpack(data, where)
-        if flags != ZSTD:
+        if flags & ~(ZSTD | DICTIONARY):
             raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} is a packed item of a form this "
                                f"version does not know (flags {flags:#x})")
         return _decode(_item_decoder, body, where)
