@@ -11,6 +11,12 @@ Python adds); a GodeX-style store, one JSON string per response (``EXISTS`` + ``
 to save, one ``GET`` per hop to resolve a chain). Records are English-like prose from a
 word list (deterministic), so that what compression saves is what it saves on text.
 
+The floor rows, measured in the same rounds, are what a target's guarantees cost at the
+least, sent by raw redis-py with no store around them: a pop by the smallest scripts,
+up to the least that pops exactly once (:data:`POP_FLOORS`); a save by one that keeps only
+the parent check and the token ring (:data:`SAVE_FLOOR`). A target beyond its floor is out
+of reach.
+
 Each measurement runs both sides in the same run, taking turns round after round (the
 first side alternating); a round is N sequential calls on one connection, timed for
 wall time per call, with the server's CPU per call from ``INFO cpu`` (used_cpu_sys +
@@ -48,6 +54,7 @@ from redis_sessions.items import RedisSession
 from redis_sessions.responses.redis_engine import _save_args
 from redis_sessions.responses.store import encode_record
 from redis_sessions.scripts import script
+from redis_sessions.tokens import new_token
 
 
 def record(rid: str, parent: str | None, i: int, size: int) -> StoredResponseSession:
@@ -137,6 +144,50 @@ Call = Callable[[int], Awaitable[object]]
 Prepare = Callable[[int], Awaitable[Call]]
 
 
+POP_FLOORS = {
+    "an EVALSHA that only RPOPs": "return redis.call('RPOP', KEYS[1])",
+    "RPOP + token ring only": """
+local key, tok = KEYS[1], ARGV[1]
+local ring = redis.call('LINDEX', key, 0)
+local done = token_find(ring, tok)
+if done then return done end
+local item = redis.call('RPOP', key)
+redis.call('LSET', key, 0, token_push(ring, tok, 'i', server_ms()))
+return item
+""",
+    "RPOP + token ring + its item kept": """
+local key, tok = KEYS[1], ARGV[1]
+local ring = redis.call('LINDEX', key, 0)
+local done = token_find(ring, tok)
+if done then return string.sub(redis.call('LINDEX', key, 1), #tok + 1) end
+local item = redis.call('RPOP', key)
+redis.call('LSET', key, 1, tok .. item)
+redis.call('LSET', key, 0, token_push(ring, tok, 'i', server_ms()))
+return item
+"""}
+"""The least a scripted pop costs. An exactly-once pop must be a script (it checks its
+token before it removes anything), so it costs at least the first. The second also checks
+and remembers its token in the key's ring (lua/tokens.lua, kept at index 0); the third
+also keeps the popped item at index 1, so that a re-sent pop returns it (the least
+exactly-once needs: a re-sent pop that found its token but not its item could only fail).
+None has the header's counters (which compaction and forks check) or its bounds."""
+
+SAVE_FLOOR = """
+local key, id, parent, tok = KEYS[1], ARGV[1], ARGV[2], ARGV[4]
+local got = redis.call('HMGET', key, 'ops', 'p:' .. id, 'p:' .. parent)
+local done = token_find(got[1], tok)
+if done then return done end
+if got[2] then return 'exists' end
+if parent ~= '' and not got[3] then return 'no parent' end
+redis.call('HSET', key, 'd:' .. id, ARGV[3], 'p:' .. id, parent, 'ops', token_push(got[1], tok, 'S', server_ms()))
+redis.call('PEXPIRE', key, ARGV[5])
+return 'ok'
+"""
+"""The least a save that keeps our guarantees' core costs: the parent check and exactly-once
+(lua/tokens.lua's ring, the one every write shares) on one hash per chain, with none of
+the rest (per-response expiry, jump lists, the names list, the leaf index)."""
+
+
 def fixed(call: Call) -> Prepare:
     """A side whose every round makes the same calls (reads of what is already stored)."""
     async def prepare(n: int) -> Call:
@@ -207,13 +258,30 @@ async def items_rows(url: str, tag: str, rounds: int, n: int) -> list[Row]:
             return lambda i: op(s, i)
         return prepare
 
+    floors = {name: await ours_r.script_load(script("tokens").source + source) for name, source in POP_FLOORS.items()}
+
+    def pop_floor(sha: str) -> Prepare:
+        async def prepare(n: int) -> Call:
+            key = f"{tag}f{uuid.uuid4().hex}"
+            await ours_r.rpush(key, b"", b"", *[msgspec.msgpack.encode(make_item(i)) for i in range(n)])
+
+            async def call(i: int) -> None:
+                msgspec.msgpack.decode(await ours_r.evalsha(sha, 1, key, new_token()))
+            return call
+        return prepare
+
     out: list[Row] = []
     for what, fill, op, speed, cpu in (
             ("pop_item", n, lambda s, i: s.pop_item(), (">=", 1.2), ("<=", 1.0)),  # a session of n items, popped n times
             ("add_items (1 item)", 0, lambda s, i: s.add_items([make_item(i)]), None, None),
             ("get_items(limit=20), 200 items", 200, lambda s, i: s.get_items(limit=20), None, None)):
-        runs = await measure(meter, rounds, n, {name: prepared(make, fill, op) for name, make in sides.items()})
+        competing = {name: prepared(make, fill, op) for name, make in sides.items()}
+        if what == "pop_item":
+            competing.update({name: pop_floor(sha) for name, sha in floors.items()})
+        runs = await measure(meter, rounds, n, competing)
         out += rows_of(what, "agents RedisSession", runs, "ours", "sdk", "SDK", speed, cpu)
+        for name in floors if what == "pop_item" else ():
+            out += rows_of(f"pop_item floor: {name}", "agents RedisSession", runs, name, "sdk", "SDK", None, None)
     for r in (ours_r, sdk_r, meter):
         await r.aclose()
     return out
@@ -225,6 +293,7 @@ async def response_rows(url: str, tag: str, rounds: int, n: int) -> list[Row]:
     recorder = RedisResponseSessionStore(r, key_prefix=f"{tag}r", max_depth=100_000)
     godex = Godex(r, f"{tag}g")
     sha = await r.script_load(script("chain_save").source)  # the raw side loads the store's script up front
+    floor_sha = await r.script_load(script("tokens").source + SAVE_FLOOR)
     out: list[Row] = []
     for size, label in ((700, "0.7 KB"), (20_000, "20 KB")):
         async def chain(store: Any, n: int) -> list[StoredResponseSession]:
@@ -250,16 +319,29 @@ async def response_rows(url: str, tag: str, rounds: int, n: int) -> list[Row]:
                 assert await r.evalsha(sha, 1, key, *args) in (b"ok", "ok")
             return call
 
+        async def save_floor(n: int) -> Call:
+            recs, key = await chain(godex, n), f"{tag}f{{{uuid.uuid4().hex}}}"
+            await r.hset(key, f"p:{recs[0].previous_response_id}", "")
+
+            async def call(i: int) -> None:
+                rec = recs[i]
+                args = (rec.id, rec.previous_response_id or "", encode_record(rec, True, True), new_token(), 30 * 86_400_000)
+                assert await r.evalsha(floor_sha, 1, key, *args) in (b"ok", "ok")
+            return call
+
         async def save_godex(n: int) -> Call:
             recs = await chain(godex, n)
             return lambda i: godex.save(recs[i])
 
-        runs = await measure(meter, rounds, n, {"ours": save_ours, "raw": save_raw, "godex": save_godex})
+        runs = await measure(meter, rounds, n, {"ours": save_ours, "raw": save_raw, "godex": save_godex,
+                                                "floor": save_floor})
         size_note = f"{label} ({len(encode_record(record('resp_' + '0' * 48, None, 0, size), True))} B msgpack)"
         out += rows_of(f"save {size_note}", "raw redis-py, same script and ARGV", runs, "ours", "raw", "raw",
                        (">=", 0.95), None)
         out += rows_of(f"save {label}", "GodeX-style EXISTS + SET PX of JSON", runs, "ours", "godex", "GodeX",
                        None, ("<=", 1.2), wall=False)
+        out += rows_of(f"save {label} floor: parent check + token ring only", "GodeX-style EXISTS + SET PX of JSON",
+                       runs, "floor", "godex", "GodeX", None, None, wall=False)
 
     rid = await turn(ours, None, 0, 700)
     key, field = ours.keys.thread(str(thread_of(rid))), ours.keys.data_field(rid)

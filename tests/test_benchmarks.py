@@ -108,10 +108,14 @@ async def test_the_save_as_a_function_is_the_save_script(redis_backend):
 
 # Every row bench_peers.py prints, as (how its name starts, what else it holds): --quick
 # resolves a chain of 4 records, not 64.
-PEER_ROWS = [(what, kind) for what in ("pop_item", "add_items (1 item)", "get_items(limit=20), 200 items",
+PEER_ROWS = [(what, kind) for what in ("pop_item:", "add_items (1 item)", "get_items(limit=20), 200 items",
                                        "save 0.7 KB (", "save 20 KB (", "get 0.7 KB", "resolve_chain, 4 records",
                                        "get_items(), 200 items") for kind in (": wall", ": Redis CPU")]
 PEER_ROWS += [("save 0.7 KB:", "Redis CPU"), ("save 20 KB:", "Redis CPU")]
+PEER_ROWS += [(f"pop_item floor: {what}", kind) for what in ("an EVALSHA that only RPOPs", "RPOP + token ring only:",
+                                                            "RPOP + token ring + its item kept")
+              for kind in (": wall", ": Redis CPU")]
+PEER_ROWS += [(f"save {size} floor: parent check + token ring only", "Redis CPU") for size in ("0.7 KB", "20 KB")]
 PEER_ROWS += [(f"gateway turn, {n}", kind) for n in ("1 worker process:", "4 worker processes:")
               for kind in ("turns per second", "worker CPU", "Redis CPU")]
 PEER_ROWS += [(f"memory per stored response, {size}", "") for size in ("0.7 KB", "20 KB")]
