@@ -144,9 +144,12 @@ Call = Callable[[int], Awaitable[object]]
 Prepare = Callable[[int], Awaitable[Call]]
 
 
+TOKENS = script("tokens").source
+"""lua/tokens.lua, put in front of a floor script that checks and remembers its token."""
+
 POP_FLOORS = {
     "an EVALSHA that only RPOPs": "return redis.call('RPOP', KEYS[1])",
-    "RPOP + token ring only": """
+    "RPOP + token ring only": TOKENS + """
 local key, tok = KEYS[1], ARGV[1]
 local ring = redis.call('LINDEX', key, 0)
 local done = token_find(ring, tok)
@@ -155,7 +158,7 @@ local item = redis.call('RPOP', key)
 redis.call('LSET', key, 0, token_push(ring, tok, 'i', server_ms()))
 return item
 """,
-    "RPOP + token ring + its item kept": """
+    "RPOP + token ring + its item kept": TOKENS + """
 local key, tok = KEYS[1], ARGV[1]
 local ring = redis.call('LINDEX', key, 0)
 local done = token_find(ring, tok)
@@ -172,7 +175,7 @@ also keeps the popped item at index 1, so that a re-sent pop returns it (the lea
 exactly-once needs: a re-sent pop that found its token but not its item could only fail).
 None has the header's counters (which compaction and forks check) or its bounds."""
 
-SAVE_FLOOR = """
+SAVE_FLOOR = TOKENS + """
 local key, id, parent, tok = KEYS[1], ARGV[1], ARGV[2], ARGV[4]
 local got = redis.call('HMGET', key, 'ops', 'p:' .. id, 'p:' .. parent)
 local done = token_find(got[1], tok)
@@ -258,7 +261,7 @@ async def items_rows(url: str, tag: str, rounds: int, n: int) -> list[Row]:
             return lambda i: op(s, i)
         return prepare
 
-    floors = {name: await ours_r.script_load(script("tokens").source + source) for name, source in POP_FLOORS.items()}
+    floors = {name: await ours_r.script_load(source) for name, source in POP_FLOORS.items()}
 
     def pop_floor(sha: str) -> Prepare:
         async def prepare(n: int) -> Call:
@@ -293,7 +296,7 @@ async def response_rows(url: str, tag: str, rounds: int, n: int) -> list[Row]:
     recorder = RedisResponseSessionStore(r, key_prefix=f"{tag}r", max_depth=100_000)
     godex = Godex(r, f"{tag}g")
     sha = await r.script_load(script("chain_save").source)  # the raw side loads the store's script up front
-    floor_sha = await r.script_load(script("tokens").source + SAVE_FLOOR)
+    floor_sha = await r.script_load(SAVE_FLOOR)
     out: list[Row] = []
     for size, label in ((700, "0.7 KB"), (20_000, "20 KB")):
         async def chain(store: Any, n: int) -> list[StoredResponseSession]:
