@@ -81,7 +81,7 @@ def sync_client(server: Optional[fakeredis.FakeServer] = None) -> fakeredis.Fake
 
 def _link(server: fakeredis.FakeServer) -> RedisLink:
     """A link that makes a client per event loop on ``server``; no time budget (no network)."""
-    return RedisLink(factory=functools.partial(_SweepingClient, server=server), timeout=None)
+    return RedisLink(factory=functools.partial(_SweepingClient, server=server), timeout=None, reopen=True)
 
 
 def _run_apart(work: Callable[[], Awaitable[T]]) -> T:
@@ -121,9 +121,6 @@ class MemorySession(RedisSession):
     def __init__(self, session_id: str, *, server: Optional[fakeredis.FakeServer] = None, **options: Any) -> None:
         self.server = server if server is not None else SHARED_SERVER
         super().__init__(session_id, link=_link(self.server), **options)
-
-    async def close(self) -> None:
-        await self.link.close()
 
     def _spawn(self, session_id: str) -> "MemorySession":
         fork = MemorySession(session_id, server=self.server, **self._options())

@@ -52,10 +52,13 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import parse_url
 from redis.asyncio.sentinel import Sentinel
 from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
 
+from . import budget
+from .budget import DEFAULT_TIMEOUT, DeadlineBackoff, bounded, bounded_connection
 from .errors import ErrorCode, SessionError
 from .validate import seconds
+
+__all__ = ["DEFAULT_TIMEOUT", "bounded"]  # re-exported: the stores import them from here
 
 AnyRedis = Union["Redis", "RedisCluster"]
 SyncRedis = Union["sync_redis.Redis", "sync_cluster.RedisCluster"]
@@ -102,8 +105,6 @@ def run_blocking(call: Awaitable[T]) -> T:
     raise SuspendedError("internal error: a synchronous call waited on an event loop "
                          "(a redis.asyncio client given to a sync store?)")
 
-DEFAULT_TIMEOUT = 5.0
-"""Seconds one public call may take in total, redis-py's retries included."""
 RETRIES = 3
 """redis-py retries a command this many times on a connection error or timeout."""
 BACKOFF_BASE = 0.02
@@ -176,10 +177,9 @@ def client_options(timeout: float | None, redis_kwargs: Mapping[str, Any] | None
     or the sync API's class), socket timeouts that let every retry fit in the budget,
     then whatever the caller passed (it wins)."""
     base = BACKOFF_BASE if timeout is None else min(BACKOFF_BASE, timeout * BACKOFF_SHARE / BACKOFF_UNITS)
-    options: dict[str, Any] = {"retry": retry(ExponentialBackoff(cap=0.5, base=base), retries=RETRIES)}
+    options: dict[str, Any] = {"retry": retry(DeadlineBackoff(cap=0.5, base=base), retries=RETRIES)}
     if timeout is not None:
-        # every try's wait and every backoff's sleep, added up, is at most the budget:
-        # what bounds a sync call, which has no watchdog
+        # every try's wait and every backoff's sleep, added up, is at most the budget
         per_try = (timeout - base * BACKOFF_UNITS) / (RETRIES + 1)
         options.update(socket_timeout=per_try, socket_connect_timeout=per_try)
     if redis_kwargs:
@@ -210,6 +210,22 @@ class _Api:
     parse_url: Callable[[str], Any]
 
 
+def _sync_connection_class(scheme: str, options: Mapping[str, Any], cluster: bool) -> type:
+    """The redis-py sync connection class a client for ``scheme`` would use (the caller's,
+    if ``redis_kwargs`` names one)."""
+    given = options.get("connection_class")
+    if given is not None:
+        if not isinstance(given, type) or not issubclass(given, sync_connection.AbstractConnection):
+            raise SessionError(ErrorCode.INPUT_INVALID, "connection_class must be a redis-py sync connection class")
+        return given
+    tls = scheme.startswith("rediss") or bool(options.get("ssl"))
+    if scheme in SENTINEL_SCHEMES:
+        return sync_sentinel.SentinelManagedSSLConnection if tls else sync_sentinel.SentinelManagedConnection
+    if scheme == "unix" and not cluster:
+        return sync_connection.UnixDomainSocketConnection
+    return sync_connection.SSLConnection if tls else sync_connection.Connection
+
+
 def from_url(
     url: str,
     *,
@@ -234,8 +250,13 @@ def from_url(
     parts = urlsplit(url)
     scheme = parts.scheme.replace("+cluster", "")
     query = "&".join(p for p in parts.query.split("&") if p and not p.startswith("cluster="))
-    clean = parts._replace(scheme=scheme, query=query).geturl()
     options = client_options(seconds(timeout), redis_kwargs, api.retry)
+    if blocking:
+        # every socket wait of a sync call ends at the call's deadline (budget.py)
+        options["connection_class"] = bounded_connection(_sync_connection_class(parts.scheme, options, cluster))
+        if cluster and scheme == "rediss":
+            scheme = "redis"  # the URL's TLS class would replace ours: the bounded TLS class says it
+    clean = parts._replace(scheme=scheme, query=query).geturl()
     if options.get("decode_responses"):
         raise SessionError(ErrorCode.INPUT_INVALID, "decode_responses=True is not supported: stored records are bytes")
     if parts.scheme in SENTINEL_SCHEMES:
@@ -357,6 +378,13 @@ async def close_client(client: AnyRedis) -> None:
 _BUILDING = threading.Lock()
 
 
+class _NoLoop:
+    """What a sync link's close() is recorded under: there is no event loop to key it by."""
+
+
+_SYNC = _NoLoop()
+
+
 class RedisLink:
     """A store's or session's way to Redis: the client for the running loop, the budget.
 
@@ -369,10 +397,17 @@ class RedisLink:
     ``blocking=True``: ``client`` is redis-py's sync client, one for every thread
     (its connection pool is thread-safe) and never tied to a loop. After a fork the
     pool sees another pid and opens new connections (redis-py's ``_checkpid``), so a
-    child never reuses its parent's sockets. ``owned``: :meth:`close` closes it.
+    child never reuses its parent's sockets.
+
+    A link that built its client (``factory``) is closed by :meth:`close` on the running
+    loop (a sync link: for good), after which every call through it raises
+    ``session.client.closed`` there, as the Agents SDK's sessions do, and it holds no
+    connection; ``reopen=True`` (memory mode) only releases the loop's client, and the
+    next call makes another. A link given a caller's client never closes it.
     """
 
-    __slots__ = ("_client", "_factory", "_clients", "_loop", "timeout", "blocking", "_owned")
+    __slots__ = ("_client", "_factory", "_clients", "_loop", "timeout", "blocking", "reopen", "_closed", "_closing",
+                 "owner")
 
     def __init__(
         self,
@@ -382,7 +417,7 @@ class RedisLink:
         timeout: float | None = DEFAULT_TIMEOUT,
         raw_replies: bool = False,
         blocking: bool = False,
-        owned: bool = False,
+        reopen: bool = False,
     ) -> None:
         if (client is None) == (factory is None):
             raise SessionError(ErrorCode.INPUT_INVALID, "a RedisLink takes a client or a factory")
@@ -408,7 +443,13 @@ class RedisLink:
         self.timeout = seconds(timeout)
         self.blocking = blocking
         """Whether the client is sync: its calls block and return the reply (see :func:`io`)."""
-        self._owned = owned
+        self.reopen = reopen
+        self._closed: weakref.WeakSet[object] = weakref.WeakSet()
+        """The loops this link was closed on (``_SYNC`` for a sync link)."""
+        self._closing = False
+        """Whether ``_closed`` holds anything (a bool read on every call, not a WeakSet)."""
+        self.owner = "this store"
+        """What the refusal of a closed link names (``RedisSession is closed``, as the SDK says)."""
 
     @classmethod
     def to_url(
@@ -426,7 +467,7 @@ class RedisLink:
             # reads the slot map as it is built: no I/O here either), closed by close().
             return cls(factory=functools.partial(from_url, url, cluster=cluster, timeout=timeout,
                                                  redis_kwargs=redis_kwargs, blocking=True),
-                       timeout=timeout, blocking=True, owned=True)
+                       timeout=timeout, blocking=True)
         return cls(factory=functools.partial(from_url, url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs),
                    timeout=timeout)
 
@@ -439,18 +480,27 @@ class RedisLink:
             return self._client
 
     def pause(self, delay: float) -> Awaitable[None]:
-        """Wait ``delay`` seconds between two tries: blocking the thread for a sync
-        client (there is no loop to yield to), else ``asyncio.sleep``."""
-        if self.blocking:
-            time.sleep(delay)
-            return _ready(None)
-        return asyncio.sleep(delay)
+        """Wait ``delay`` seconds between two tries, never past the call's budget."""
+        return budget.pause(delay, self.blocking)
 
     def close_now(self) -> None:
-        """Close a sync client this link built (``to_url(blocking=True)``); else nothing."""
-        if self._owned and isinstance(self._client, SYNC_CLIENTS):
-            self._client.close()
-            self._client = None
+        """Close the sync client this link built (``to_url(blocking=True)``), for good;
+        else nothing."""
+        if self._factory is None:
+            return
+        if not self.reopen:
+            self._mark_closed(_SYNC)
+        client, self._client = self._client, None
+        if isinstance(client, SYNC_CLIENTS):
+            client.close()
+
+    def _mark_closed(self, loop: object) -> None:
+        self._closed.add(loop)
+        self._closing = True
+
+    def _refuse_closed(self) -> SessionError:
+        return SessionError(ErrorCode.CLIENT_CLOSED, f"{self.owner} is closed: close() released the Redis client "
+                            "it built" + ("" if self.blocking else " on this event loop"))
 
     @property
     def owns_client(self) -> bool:
@@ -460,10 +510,15 @@ class RedisLink:
     def client(self) -> AnyRedis:
         """The client to use on the running event loop (a sync link's one client)."""
         if self.blocking:
+            if self._closing:
+                raise self._refuse_closed()
+            budget.check()  # no new round trip once the call's budget is spent
             client = self._client
             # typed as the asyncio one: io() tells them apart
             return cast(AnyRedis, client if client is not None else self._build_sync())
         loop = asyncio.get_running_loop()
+        if self._closing and loop in self._closed:
+            raise self._refuse_closed()
         if self._factory is None:
             assert self._client is not None
             first = self._loop() if self._loop is not None else None
@@ -496,6 +551,11 @@ class RedisLink:
         entry = self._clients[loop] = (client, _closing_guard(self, loop, client))
         return entry
 
+    def check_open(self) -> None:
+        """Raise ``session.client.closed`` where :meth:`close` closed this link."""
+        if self._closing and (_SYNC if self.blocking else asyncio._get_running_loop()) in self._closed:
+            raise self._refuse_closed()
+
     async def close(self) -> None:
         """Close the client this link built for the running loop (if any)."""
         if self._factory is None or self.blocking:
@@ -505,6 +565,8 @@ class RedisLink:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
+        if not self.reopen:
+            self._mark_closed(loop)
         entry = self._clients.pop(loop, None)
         if entry is not None:
             await close_client(entry[0])
@@ -642,99 +704,3 @@ def _translate_reply(exc: rx.ResponseError, where: str) -> SessionError:
     return SessionError(ErrorCode.BACKEND_ERROR, f"{where}: Redis answered with an error: {text}")
 
 
-WATCH_TICK = 0.05
-"""How often the watchdog looks for calls past their budget (seconds)."""
-
-
-class _Watchdog:
-    """One timer per event loop, ticking only while bounded calls are in flight,
-    that cancels each call past its deadline.
-
-    A per-call timer (``asyncio.timeout``) costs a heap push and a cancelled
-    handle per call, measured at 5-8 µs, about 5% of a call on loopback; a
-    deadline in a dict costs well under 1 µs, at the price of up to
-    ``WATCH_TICK`` of lateness. A call's whole cost here is one clock read and
-    a dict entry made and removed: the deadline is a bare float, and only a call
-    past it is noted (in ``expired``), by the tick. The loop is held weakly: the
-    watchdogs of every loop that ever ran a call are kept by loop, and holding
-    it would keep each finished loop alive.
-    """
-
-    __slots__ = ("loop", "deadlines", "expired", "ticking")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = weakref.ref(loop)
-        self.deadlines: dict[asyncio.Task[Any], float] = {}
-        self.expired: set[asyncio.Task[Any]] = set()
-        self.ticking = False
-
-    def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.ticking = True
-        loop.call_later(WATCH_TICK, self.tick)
-
-    def tick(self) -> None:
-        loop = self.loop()
-        if loop is None:
-            return
-        now = loop.time()
-        for task, deadline in list(self.deadlines.items()):
-            if now >= deadline and task not in self.expired:
-                self.expired.add(task)
-                task.cancel()
-        if self.deadlines:
-            loop.call_later(WATCH_TICK, self.tick)
-        else:
-            self.ticking = False
-
-
-_watchdogs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Watchdog] = weakref.WeakKeyDictionary()
-_last_watchdog: list[_Watchdog | None] = [None]  # the usual case, one loop: no weak-dict lookup
-
-
-def _watchdog_of(loop: asyncio.AbstractEventLoop) -> _Watchdog:
-    watchdog = _watchdogs.get(loop)
-    if watchdog is None:
-        watchdog = _watchdogs[loop] = _Watchdog(loop)
-    _last_watchdog[0] = watchdog
-    return watchdog
-
-
-def bounded(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
-    """Run a public coroutine method under ``self.timeout`` (None: no budget).
-
-    Past the budget the call raises ``session.backend.timeout``; a write may or
-    may not have run, and since every write is idempotent, retrying it is safe.
-    """
-
-    @functools.wraps(method)
-    async def run(self: Any, *args: Any, **kwargs: Any) -> T:
-        budget = self.timeout
-        loop = asyncio._get_running_loop()
-        if budget is None or loop is None:
-            # No loop: a sync store's call (run_blocking), bounded by its client's socket
-            # timeouts, which client_options derives from the same budget.
-            return await method(self, *args, **kwargs)
-        watchdog = _last_watchdog[0]
-        if watchdog is None or watchdog.loop() is not loop:
-            watchdog = _watchdog_of(loop)
-        task = asyncio.current_task(loop)
-        deadlines = watchdog.deadlines
-        if task is None or task in deadlines:  # a bounded call inside another: the outer budget governs
-            return await method(self, *args, **kwargs)
-        deadlines[task] = loop.time() + budget
-        if not watchdog.ticking:
-            watchdog.start(loop)
-        try:
-            return await method(self, *args, **kwargs)
-        except asyncio.CancelledError:
-            if task not in watchdog.expired:
-                raise
-            if sys.version_info >= (3, 11):
-                task.uncancel()
-            raise SessionError(ErrorCode.BACKEND_TIMEOUT, f"no answer from Redis within {budget:g} s") from None
-        finally:
-            del deadlines[task]
-            if watchdog.expired:
-                watchdog.expired.discard(task)
-
-    return run

@@ -32,7 +32,7 @@ from redis_sessions import (
     create_response_session_store,
     new_response_id,
 )
-from redis_sessions import redis_client
+from redis_sessions import budget, redis_client
 from redis_sessions.ids import thread_of
 from redis_sessions.redis_client import bounded
 from servers import RedisProcess, free_port
@@ -476,7 +476,7 @@ class _Slow:
 
 
 def _watchdog_books() -> tuple[int, int]:
-    watchdog = redis_client._watchdogs.get(asyncio.get_running_loop())
+    watchdog = budget._watchdogs.get(asyncio.get_running_loop())
     return (len(watchdog.deadlines), len(watchdog.expired)) if watchdog else (0, 0)
 
 
@@ -486,7 +486,7 @@ async def test_a_call_past_its_budget_is_a_timeout_and_leaves_its_task_as_it_was
     with pytest.raises(SessionError) as err:
         await slow.wait()
     assert err.value.code is ErrorCode.BACKEND_TIMEOUT
-    assert time.monotonic() - start < 0.1 + 2 * redis_client.WATCH_TICK + 0.5
+    assert time.monotonic() - start < 0.1 + 2 * budget.WATCH_TICK + 0.5
     task = asyncio.current_task()
     assert task is not None and task.cancelling() == 0  # the task goes on, not half cancelled
     assert _watchdog_books() == (0, 0)

@@ -62,6 +62,7 @@ class RedisConversationStore(ConversationStore):
                          max_item_bytes=max_item_bytes, max_batch_bytes=max_batch_bytes, compression=compression,
                          clock=clock)
         self.link = link if link is not None else RedisLink(client, timeout=timeout, raw_replies=True)
+        self.link.owner = "the conversation store"
         self.timeout = self.link.timeout
         self._acks = ReplicaAcks.of(replica_acks, replica_ack_timeout)
 

@@ -24,8 +24,6 @@ errors behave as the SDK's do, so code written for
 
 from __future__ import annotations
 
-import asyncio
-import weakref
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Union, cast
 
 import msgspec
@@ -79,13 +77,6 @@ _SCRIPT_ERRORS = {"RSCORRUPT": ErrorCode.RECORD_CORRUPT, "RSFORGOTTEN": ErrorCod
                   "RSFULL": ErrorCode.INPUT_INVALID, "RSREUSED": ErrorCode.IDEMPOTENCY_KEY_REUSED}
 
 
-class _NoLoop:
-    """What a sync session's close() is recorded under: there is no event loop to key it by."""
-
-
-_NO_LOOP = _NoLoop()
-
-
 class RedisSession(ItemSession):
     """An Agents SDK session stored in Redis or Redis Cluster.
 
@@ -126,6 +117,7 @@ class RedisSession(ItemSession):
                                    "pass client or redis_client (the Agents SDK's name for it), not both")
             client = redis_client
         self.link = link if link is not None else RedisLink(client, timeout=timeout, raw_replies=True)
+        self.link.owner = "RedisSession"
         self.timeout = self.link.timeout
         super().__init__(
             session_id,
@@ -141,9 +133,6 @@ class RedisSession(ItemSession):
         self._keys = (self._items_key,)
         self._acks = ReplicaAcks.of(replica_acks, replica_ack_timeout)
         self._where = f"item session {session_id!r}"
-        # The event loops on which close() released the client this session built (_NO_LOOP:
-        # a sync session's one client); shared with forks.
-        self._closed_on: weakref.WeakSet[object] = weakref.WeakSet()
 
     @classmethod
     def from_url(
@@ -196,19 +185,14 @@ class RedisSession(ItemSession):
         raises ``session.client.closed`` (a ``RuntimeError``). A second close does
         nothing. With a client you gave it, close() does nothing and the session
         stays usable. A fork shares its parent's client: closing either closes both."""
-        if self.link.owns_client:
-            self._closed_on.add(asyncio._get_running_loop() or _NO_LOOP)
-            await self.link.close()
+        await self.link.close()
 
     def _check_open(self) -> None:
-        if self._closed_on and (asyncio._get_running_loop() or _NO_LOOP) in self._closed_on:
-            raise SessionError(ErrorCode.CLIENT_CLOSED,
-                               f"RedisSession is closed: close() released its client on this event loop ({self._where})")
+        self.link.check_open()
 
     def _spawn(self, session_id: str) -> RedisSession:
         # A fork shares this session's link (same client(s), same budget) and so its closing.
         fork = RedisSession(session_id, link=self.link, **self._options())
-        fork._closed_on = self._closed_on
         fork._acks = self._acks
         return fork
 

@@ -721,6 +721,7 @@ class RedisResponseSessionStore(ChainStore):
         _check_conversations(conversations, keys, getattr(self, "server", None))
         acks = ReplicaAcks.of(replica_acks, replica_ack_timeout)
         self.link = link if link is not None else RedisLink(client, timeout=timeout)
+        self.link.owner = "the response store"
         engine = RedisChainEngine(self.link, keys, acks)
         super().__init__(
             engine, keys, ttl_seconds=ttl_seconds, max_depth=max_depth,
