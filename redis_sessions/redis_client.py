@@ -38,9 +38,10 @@ import time
 import warnings
 import weakref
 from dataclasses import dataclass
-from typing import Any, AsyncGenerator, Awaitable, Callable, Coroutine, Mapping, TypeVar, Union, cast
+from typing import Annotated, Any, AsyncGenerator, Awaitable, Callable, Coroutine, Mapping, Optional, TypeVar, Union, cast
 from urllib.parse import SplitResult, parse_qs, urlencode, urlsplit, urlunsplit
 
+import msgspec
 import redis as sync_redis
 import redis.cluster as sync_cluster
 import redis.connection as sync_connection
@@ -171,11 +172,58 @@ def is_cluster_url(url: str) -> bool:
     return parts.scheme in ("redis+cluster", "rediss+cluster") or query.get("cluster", [""])[0] in ("1", "true", "yes")
 
 
+_Seconds = Annotated[float, msgspec.Meta(gt=0, le=1e9)]
+_Count = Annotated[int, msgspec.Meta(ge=1)]
+
+
+class _KnownOptions(msgspec.Struct, kw_only=True):
+    """The redis-py client options whose values can be checked before a connection is made
+    (each, given a wrong value, fails only on the first call, with a raw ``TypeError``,
+    ``AttributeError`` or ``OverflowError``). Others pass to redis-py as they are; an
+    unknown name is refused by redis-py when the client is built."""
+
+    socket_timeout: Optional[_Seconds] = None
+    socket_connect_timeout: Optional[_Seconds] = None
+    socket_keepalive: Optional[bool] = None
+    socket_keepalive_options: Optional[dict[int, Union[int, bytes]]] = None
+    health_check_interval: Optional[Annotated[float, msgspec.Meta(ge=0, le=1e9)]] = None
+    retry_on_timeout: Optional[bool] = None
+    max_connections: Optional[_Count] = None
+    db: Optional[Annotated[int, msgspec.Meta(ge=0)]] = None
+    username: Optional[str] = None
+    password: Optional[str] = None
+    client_name: Optional[str] = None
+    encoding: Optional[str] = None
+    encoding_errors: Optional[str] = None
+    decode_responses: Optional[bool] = None
+    protocol: Optional[Annotated[int, msgspec.Meta(ge=2, le=3)]] = None
+    single_connection_client: Optional[bool] = None
+    ssl_ca_certs: Optional[str] = None
+    ssl_ca_path: Optional[str] = None
+    ssl_certfile: Optional[str] = None
+    ssl_keyfile: Optional[str] = None
+    ssl_password: Optional[str] = None
+    ssl_check_hostname: Optional[bool] = None
+
+
+def check_options(redis_kwargs: Mapping[str, Any]) -> None:
+    """Refuse (``session.input.invalid``) a known redis-py option given a value of the
+    wrong type or range (``socket_timeout="abc"``, ``socket_keepalive_options=5``)."""
+    if not all(isinstance(name, str) for name in redis_kwargs):
+        raise SessionError(ErrorCode.INPUT_INVALID, "redis_kwargs' names must be strings")
+    known = {name: value for name, value in redis_kwargs.items() if name in _KnownOptions.__struct_fields__}
+    try:
+        msgspec.convert(known, _KnownOptions)
+    except msgspec.ValidationError as exc:
+        raise SessionError(ErrorCode.INPUT_INVALID, f"bad Redis client option: {exc}") from None
+
+
 def client_options(timeout: float | None, redis_kwargs: Mapping[str, Any] | None,
                    retry: type[Any] = Retry) -> dict[str, Any]:
     """redis-py options for a client this package builds: retry (``retry``: the asyncio
     or the sync API's class), socket timeouts that let every retry fit in the budget,
-    then whatever the caller passed (it wins)."""
+    then whatever the caller passed (it wins), each value of a known option checked now
+    (a wrong one would otherwise fail on the first call, raw)."""
     base = BACKOFF_BASE if timeout is None else min(BACKOFF_BASE, timeout * BACKOFF_SHARE / BACKOFF_UNITS)
     options: dict[str, Any] = {"retry": retry(DeadlineBackoff(cap=0.5, base=base), retries=RETRIES)}
     if timeout is not None:
@@ -185,6 +233,7 @@ def client_options(timeout: float | None, redis_kwargs: Mapping[str, Any] | None
     if redis_kwargs:
         if not isinstance(redis_kwargs, Mapping):
             raise SessionError(ErrorCode.INPUT_INVALID, f"redis_kwargs must be a mapping, got {type(redis_kwargs).__name__}")
+        check_options(redis_kwargs)
         options.update(redis_kwargs)
     return options
 

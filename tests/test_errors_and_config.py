@@ -203,3 +203,35 @@ async def test_a_database_the_server_lacks_is_input_invalid_not_corrupt(redis_se
         assert err.value.code is ErrorCode.INPUT_INVALID and "database number" in err.value.message
     finally:
         await store.close()
+
+
+BAD_OPTIONS = [{"socket_timeout": "abc"}, {"socket_keepalive_options": 5}, {"socket_timeout": float("nan")},
+               {"socket_timeout": float("inf")}, {"max_connections": 0}, {"health_check_interval": -1},
+               {"socket_keepalive": "yes"}, {1: 2}]
+
+
+@pytest.mark.parametrize("options", BAD_OPTIONS, ids=repr)
+def test_a_wrong_client_option_value_is_refused_when_the_store_is_built(options: dict) -> None:
+    """Row 9 of issue 39: ``redis_kwargs={"socket_timeout": "abc"}`` built a store whose first
+    call raised a raw TypeError; ``{"socket_keepalive_options": 5}`` a raw AttributeError on
+    the sync API and a retryable 503 on the asyncio one. Both APIs, every store and the
+    config factories now refuse it as they are built, before any I/O."""
+    from redis_sessions import (RedisConversationStore, RedisSession, SyncConversationStore, SyncRedisSession,
+                                SyncResponseSessionStore, create_sync_item_session)
+
+    url = "redis://127.0.0.1:1/0"  # nothing listens: building does no I/O
+    builders = [
+        lambda: RedisResponseSessionStore.from_url(url, redis_kwargs=options),
+        lambda: SyncResponseSessionStore.from_url(url, redis_kwargs=options),
+        lambda: RedisConversationStore.from_url(url, redis_kwargs=options),
+        lambda: SyncConversationStore.from_url(url, redis_kwargs=options),
+        lambda: RedisSession.from_url("s", url=url, redis_kwargs=options),
+        lambda: SyncRedisSession.from_url("s", url=url, redis_kwargs=options),
+        lambda: RedisResponseSessionStore.from_url(url.replace("redis://", "redis+cluster://"), redis_kwargs=options),
+        lambda: create_response_session_store(SessionConfig.parse(url=url, redis_kwargs=options)),
+        lambda: create_sync_item_session(SessionConfig.parse(url=url, redis_kwargs=options), "s"),
+    ]
+    for build in builders:
+        with pytest.raises(SessionError) as err:
+            build()
+        assert err.value.code is ErrorCode.INPUT_INVALID
