@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import threading
+import weakref
 from typing import Any, Awaitable, Callable, Iterable, Optional, TypeVar
 
 import fakeredis
@@ -44,7 +46,37 @@ T = TypeVar("T")
 SWEEP_EVERY = 1024
 """Commands a client sends between two sweeps of its server's expired keys."""
 
-SHARED_SERVER = fakeredis.FakeServer()
+_SERVERS: "weakref.WeakSet[fakeredis.FakeServer]" = weakref.WeakSet()
+"""Every in-process server memory mode runs on (made here or given), for a fork."""
+_HELD: list[fakeredis.FakeServer] = []
+
+
+def _server(server: Optional[fakeredis.FakeServer] = None) -> fakeredis.FakeServer:
+    """``server`` (else a new one), made safe to fork: see :func:`_before_fork`."""
+    server = server if server is not None else fakeredis.FakeServer()
+    _SERVERS.add(server)
+    return server
+
+
+def _before_fork() -> None:
+    """A fork copies only the forking thread: a server lock another thread held at that
+    moment would stay held in the child for good, and its first call would hang. So the
+    fork waits until no thread is inside a command (each lock is held for one command,
+    never two at once, so taking them one by one cannot deadlock), and both processes
+    start from a server between two commands."""
+    for server in list(_SERVERS):
+        server.lock.acquire()
+        _HELD.append(server)
+
+
+def _after_fork() -> None:
+    while _HELD:
+        _HELD.pop().lock.release()
+
+
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork, after_in_child=_after_fork)
+
+SHARED_SERVER = _server()
 """The process-wide server of ``MemorySession``s built without ``server=``."""
 
 
@@ -76,7 +108,7 @@ class _SyncSweepingClient(fakeredis.FakeRedis):
 def sync_client(server: Optional[fakeredis.FakeServer] = None) -> fakeredis.FakeRedis:
     """A sync client on ``server`` (else a new server), for the sync classes in memory mode
     (``config.create_sync_*``): ``SyncResponseSessionStore(sync_client())``."""
-    return _SyncSweepingClient(server=server if server is not None else fakeredis.FakeServer())
+    return _SyncSweepingClient(server=_server(server))
 
 
 def _link(server: fakeredis.FakeServer) -> RedisLink:
@@ -109,7 +141,7 @@ class MemoryConversationStore(RedisConversationStore):
     fakeredis server (``server``, else a new one)."""
 
     def __init__(self, *, server: Optional[fakeredis.FakeServer] = None, **options: Any) -> None:
-        self.server = server if server is not None else fakeredis.FakeServer()
+        self.server = _server(server)
         super().__init__(link=_link(self.server), **options)
 
 
@@ -119,7 +151,7 @@ class MemorySession(RedisSession):
     loop's client; the session stays usable."""
 
     def __init__(self, session_id: str, *, server: Optional[fakeredis.FakeServer] = None, **options: Any) -> None:
-        self.server = server if server is not None else SHARED_SERVER
+        self.server = _server(server) if server is not None else SHARED_SERVER
         super().__init__(session_id, link=_link(self.server), **options)
 
     def _spawn(self, session_id: str) -> "MemorySession":
@@ -147,10 +179,10 @@ class MemoryResponseSessionStore(RedisResponseSessionStore):
         conversations: Optional[MemoryConversationStore] = None,
         **options: Any,
     ) -> None:
-        if server is None:
-            server = conversations.server if isinstance(conversations, MemoryConversationStore) else fakeredis.FakeServer()
-        self.server = server
-        super().__init__(None, link=_link(server), timeout=None, conversations=conversations, **options)
+        if server is None and isinstance(conversations, MemoryConversationStore):
+            server = conversations.server
+        self.server = _server(server)
+        super().__init__(None, link=_link(self.server), timeout=None, conversations=conversations, **options)
         initial = parents_first(_initial_sessions(sessions))
         if initial:
             _run_apart(functools.partial(self._save_each, initial))

@@ -8,6 +8,7 @@ Redis refuses, as Redis does (the same scripts: there is no twin to disagree).
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import fakeredis
@@ -99,3 +100,71 @@ async def test_replace_prefix_with_an_epoch_that_was_never_issued_changes_nothin
                           rewrites=snap.rewrites)
         assert await s.replace_prefix(forged, msgs(1)) is False
         assert await s.get_items() == msgs(2)
+
+
+def _fork_and_call(call: Any, children: int = 10, deadline_s: float = 10.0) -> list[int]:
+    """Fork ``children`` times while other threads are calling; each child makes ``call``
+    once and exits 0 if it answered. Returns the exit codes; a child still running at the
+    deadline (hung) is killed and counts as -9."""
+    import os
+    import signal
+    import time
+    import warnings
+
+    codes: list[int] = []
+    for _ in range(children):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+: fork with threads
+            pid = os.fork()
+        if pid == 0:  # the child: one call, then out, without running pytest's teardown
+            status = 1
+            try:
+                call()
+                status = 0
+            finally:
+                os._exit(status)
+        end = time.monotonic() + deadline_s
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                codes.append(os.waitstatus_to_exitcode(status))
+                break
+            if time.monotonic() > end:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                codes.append(-9)
+                break
+            time.sleep(0.01)
+    return codes
+
+
+@pytest.mark.parametrize("kind", ["responses", "session"])
+def test_a_process_forked_while_another_thread_uses_memory_mode_works(kind: str) -> None:
+    """Row 3 of issue 39: a child forked while another thread was inside a memory-mode call
+    hung forever (10 of 10: fakeredis's server lock was held at the fork). Each child now
+    gets the server as it was between two commands, and its own call answers."""
+    import threading
+
+    from redis_sessions import SessionConfig, create_sync_item_session, create_sync_response_session_store
+
+    config = SessionConfig.parse(backend="memory")
+    store: Any = (create_sync_response_session_store(config) if kind == "responses"
+                  else create_sync_item_session(config, "forked"))
+    call = (lambda: store.save(record(f"ext-{uuid.uuid4().hex}"))) if kind == "responses" \
+        else (lambda: store.add_items(msgs(1)))
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            call()
+
+    workers = [threading.Thread(target=busy) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    try:
+        codes = _fork_and_call(call)
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join()
+    assert codes == [0] * 10
