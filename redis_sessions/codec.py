@@ -135,7 +135,9 @@ ID_LEFT_OUT = 1
 RESPONSE_ID_LEFT_OUT = 2
 """``response.id``, when it equals ``id`` (as a gateway's responses do)."""
 ZSTD = 4
-"""The rest is one zstd frame that says its size, of at most ``MAX_EXPANDED_BYTES``."""
+"""The rest is one zstd frame that says its size and carries the checksum of what it
+holds (zstd's content checksum): a flipped bit, a frame made with another dictionary or
+bytes after the frame are ``session.record.corrupt``, never another value."""
 DICTIONARY = 8
 """With ``ZSTD``: the frame was made with :data:`ZSTD_DICTIONARY`."""
 _FLAGS = ID_LEFT_OUT | RESPONSE_ID_LEFT_OUT | ZSTD | DICTIONARY
@@ -178,9 +180,11 @@ or item does not spend its own bytes on the names every record repeats. Frozen: 
 written with it reads only with the same bytes (tests/test_compression.py pins their
 hash); another dictionary would take another flag."""
 MAX_EXPANDED_BYTES = 64 << 20
-"""The most a compressed value may expand to: the largest record or item any store may be
-configured to accept. A body that says more (a decompression bomb) is refused as corrupt
-before anything is allocated."""
+"""The most a compressed value may expand to where its reader has no limit of its own
+(the command line): the largest record or item any store may be configured to accept.
+A store reads with its own ``max_record_bytes`` or ``max_item_bytes``: a body that says
+it expands past that (a decompression bomb, or a value no writer with this limit could
+have written) is refused as corrupt before anything is allocated for it."""
 
 
 class _Contexts(threading.local):
@@ -189,11 +193,11 @@ class _Contexts(threading.local):
     nothing)."""
 
     def __init__(self) -> None:
-        self.compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=True)
+        self.compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=True, write_checksum=True)
         self.decompressor = zstandard.ZstdDecompressor()
         dictionary = zstandard.ZstdCompressionDict(ZSTD_DICTIONARY, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
         self.small_compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=True,
-                                                         dict_data=dictionary)
+                                                         write_checksum=True, dict_data=dictionary)
         self.small_decompressor = zstandard.ZstdDecompressor(dict_data=dictionary)
 
 
@@ -212,35 +216,42 @@ def pack(data: bytes, flags: int, compress: bool = True) -> bytes:
     return bytes((PACKED, flags)) + data if flags else data
 
 
-def _unpack(data: bytes, where: Where) -> tuple[int, Union[bytes, memoryview]]:
-    """A packed value's flags and its msgpack bytes (decompressed if need be)."""
+def _unpack(data: bytes, where: Where, limit: int) -> tuple[int, Union[bytes, memoryview]]:
+    """A packed value's flags and its msgpack bytes (decompressed if need be, to at most
+    ``limit`` bytes)."""
     flags = data[1] if len(data) > 1 else 0
     if flags & ~_FLAGS or flags == 0 or flags & (ZSTD | DICTIONARY) == DICTIONARY:
         raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} is a packed value of a form this "
                            f"version does not know (flags {flags:#x})")
     if not flags & ZSTD:
         return flags, memoryview(data)[2:]
+    frame = memoryview(data)[2:]
     try:
-        size = zstandard.frame_content_size(data[2:])
-        if not 0 <= size <= MAX_EXPANDED_BYTES:
+        header = zstandard.get_frame_parameters(frame)
+        if not header.has_checksum:
+            raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} is compressed without a checksum")
+        size = header.content_size
+        if not 0 <= size <= limit:
             raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} is compressed and says it expands "
-                               f"to {size} bytes; at most {MAX_EXPANDED_BYTES} are read")
+                               f"to {size} bytes; this store reads at most {limit}")
         decompressor = _contexts.small_decompressor if flags & DICTIONARY else _contexts.decompressor
-        return flags, decompressor.decompress(data[2:], max_output_size=MAX_EXPANDED_BYTES)
+        return flags, decompressor.decompress(frame, max_output_size=limit, allow_extra_data=False)
     except zstandard.ZstdError as exc:
         raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} does not decompress: {exc}") from None
 
 
-def decode_session(data: object, where: Where, response_id: str | None = None) -> StoredResponseSession:
+def decode_session(data: object, where: Where, response_id: str | None = None,
+                   limit: int = MAX_EXPANDED_BYTES) -> StoredResponseSession:
     """A stored record. ``response_id``: the id it is stored under, which a compact
-    record leaves out (without it a compact record is refused as corrupt)."""
+    record leaves out (without it a compact record is refused as corrupt); ``limit``: the
+    most it may expand to (the store's ``max_record_bytes``)."""
     if type(data) is bytes and data[:1] == b"\xc1":
-        return _expand(data, where, response_id)
+        return _expand(data, where, response_id, limit)
     return _decode(_session_decoder, data, where)
 
 
-def _expand(data: bytes, where: Where, response_id: str | None) -> StoredResponseSession:
-    flags, body = _unpack(data, where)
+def _expand(data: bytes, where: Where, response_id: str | None, limit: int) -> StoredResponseSession:
+    flags, body = _unpack(data, where, limit)
     session = _decode(_session_decoder, body, where)
     if not flags & ID_LEFT_OUT:
         if flags & RESPONSE_ID_LEFT_OUT:
@@ -257,14 +268,29 @@ def _expand(data: bytes, where: Where, response_id: str | None) -> StoredRespons
     return msgspec.structs.replace(session, id=response_id, response=response)
 
 
-def decode_item(data: object, where: Where) -> Item:
+def decode_item(data: object, where: Where, limit: int = MAX_EXPANDED_BYTES) -> Item:
+    """A stored item; ``limit``: the most it may expand to (the store's ``max_item_bytes``)."""
     if type(data) is bytes and data[:1] == b"\xc1":
-        flags, body = _unpack(data, where)
+        flags, body = _unpack(data, where, limit)
         if flags & ~(ZSTD | DICTIONARY):
             raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} is a packed item of a form this "
                                f"version does not know (flags {flags:#x})")
         return _decode(_item_decoder, body, where)
     return _decode(_item_decoder, data, where)
+
+
+def plain_size(data: bytes) -> int:
+    """How many bytes a stored value counts for against a limit: its msgpack before
+    compression (a compressed frame says it in its header), the marker aside."""
+    if data[:1] != b"\xc1":
+        return len(data)
+    if len(data) > 1 and data[1] & ZSTD:
+        try:
+            size = zstandard.frame_content_size(memoryview(data)[2:])
+        except zstandard.ZstdError:
+            return len(data)
+        return size if size >= 0 else len(data)
+    return len(data) - 2
 
 
 def to_builtins(value: Any) -> Any:

@@ -1,6 +1,6 @@
 """Records and items of COMPRESS_MIN_BYTES or more are stored zstd-compressed (on by
 default), behind the packed marker 0xc1 that Lua never needs to open; what the version
-before wrote still reads, and a damaged or lying body is ``session.record.corrupt``."""
+before wrote still reads, and a damaged, foreign or lying body is ``session.record.corrupt``."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ async def test_what_the_version_before_wrote_still_reads(backend: Backend) -> No
 def test_a_damaged_or_lying_body_is_corrupt_never_raw() -> None:
     good = pack(encode(item(1, 3000)), 0)
     assert good[0] == PACKED and good[1] == ZSTD | DICTIONARY
-    bomb = bytes([PACKED, ZSTD]) + zstandard.ZstdCompressor().compress(b"\0" * (MAX_EXPANDED_BYTES + 1))
+    bomb = bytes([PACKED, ZSTD]) + zstandard.ZstdCompressor(write_checksum=True).compress(b"\0" * (MAX_EXPANDED_BYTES + 1))
     assert len(bomb) < 4096  # small, and says it expands past the limit
     unknown = bytes([PACKED, ZSTD | 16]) + good[2:]
     for bad, why in ((good[:40], "does not decompress"), (good[:2] + b"\0" * 40, "does not decompress"),
@@ -167,29 +167,128 @@ async def test_an_idempotency_key_fingerprints_the_items_not_their_compressed_by
     assert err.value.code is ErrorCode.IDEMPOTENCY_KEY_REUSED
 
 
-async def test_what_the_version_before_the_dictionary_wrote_still_reads(backend: Backend) -> None:
+def test_the_dictionary_is_frozen_and_earns_its_place() -> None:
     """Values under DICTIONARY_BELOW are compressed with a frozen dictionary (its bytes
-    pinned here: a value written with it reads only with the same bytes). What the version
-    before it wrote, a plain zstd frame behind the ZSTD flag, still reads; and the
-    dictionary earns its place: a 0.7 KB record of prose is stored smaller with it."""
+    pinned here: a value written with it reads only with the same bytes), and a 0.7 KB
+    record of prose is stored smaller with it than without."""
     assert hashlib.sha256(ZSTD_DICTIONARY).hexdigest() == "8163d3883f761b9ca02c05b14c8caea89659cb507c8a6157c6f42c7ed1b81954"
-    plain_zstd = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=True)
     rid = "resp_00000000000000ac_" + "0" * 32
     old = record(rid, None, "the question", payload=prose(700, 7))
     blob = encode_record(old, compact=True)
-    before = bytes([PACKED, blob[1] | ZSTD]) + plain_zstd.compress(blob[2:])
+    without = bytes([PACKED, blob[1] | ZSTD]) + zstandard.ZstdCompressor(
+        level=ZSTD_LEVEL, write_content_size=True, write_checksum=True).compress(blob[2:])
     now = encode_record(old, compact=True, compress=True)
-    assert now[1] & DICTIONARY and len(now) < len(before) - 40
-    assert decode_session(now, "here", rid) == decode_session(before, "here", rid) == old
+    assert now[1] & DICTIONARY and len(now) < len(without) - 40
+    assert decode_session(now, "here", rid) == decode_session(without, "here", rid) == old
 
-    store = make_store(backend, compression=True)
-    await plant(backend, store, "00000000000000ac", {rid: ("", before)})
-    assert await store.get(rid) == old
-    assert (await store.resolve_chain(rid)).sessions == [old]
 
-    old_item = item(3, 1500)
-    writer = RedisSession("before-dict", client=backend.client, key_prefix=backend.prefix)
-    await writer.add_items([old_item])
-    await backend.client.lset(writer._items_key, -1, bytes([PACKED, ZSTD]) + plain_zstd.compress(encode(old_item)))
-    assert await writer.get_items() == [old_item]
-    assert await writer.pop_item() == old_item
+def _flips(value: bytes) -> list[bytes]:
+    """``value`` with each bit of its zstd frame flipped, one at a time (the marker and
+    flags bytes aside: those are checked apart)."""
+    out = []
+    for at in range(2, len(value)):
+        for bit in range(8):
+            copy = bytearray(value)
+            copy[at] ^= 1 << bit
+            out.append(bytes(copy))
+    return out
+
+
+@pytest.mark.parametrize("size", [700, 20_000])
+def test_a_flipped_bit_is_corrupt_never_another_value(size: int) -> None:
+    """Row 4 of issue 39: of 132 single-bit flips in a stored frame, 41 decoded silently to
+    a different item. Every frame now carries zstd's checksum of what it holds: a flip
+    anywhere is refused as corrupt (or, in a byte the decoder ignores, reads the very
+    value that was written), never another value."""
+    original = item(5, size)
+    stored = pack(encode(original), 0)
+    assert stored[1] & ZSTD
+    other = 0
+    for flipped in _flips(stored):
+        try:
+            got = decode_item(flipped, "here")
+        except SessionError as exc:
+            assert exc.code is ErrorCode.RECORD_CORRUPT
+            continue
+        other += got != original
+    assert other == 0
+    rid = "resp_00000000000000ad_" + "0" * 32
+    kept = record(rid, None, "q", payload=prose(size, 3))
+    packed = encode_record(kept, compact=True, compress=True)
+    for flipped in _flips(packed)[::7]:  # a sample: a record's frame is read by the same code
+        try:
+            assert decode_session(flipped, "here", rid) == kept
+        except SessionError as exc:
+            assert exc.code is ErrorCode.RECORD_CORRUPT
+
+
+def test_a_foreign_frame_or_trailing_bytes_are_corrupt() -> None:
+    """A frame made with another dictionary decoded to other words, and bytes after a frame
+    were accepted: both are corrupt now."""
+    plain = encode(item(6, 1500))
+    # a dictionary the frame refers to all along (the item itself): read with ours, other words
+    other_dictionary = zstandard.ZstdCompressionDict(plain, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+    foreign = bytes([PACKED, ZSTD | DICTIONARY]) + zstandard.ZstdCompressor(
+        level=ZSTD_LEVEL, write_content_size=True, write_checksum=True, dict_data=other_dictionary).compress(plain)
+    good = pack(plain, 0)
+    for bad in (foreign, good + b"\x00", good + good[2:]):
+        with pytest.raises(SessionError) as err:
+            decode_item(bad, "here")
+        assert err.value.code is ErrorCode.RECORD_CORRUPT
+    unchecked = bytes([PACKED, ZSTD]) + zstandard.ZstdCompressor(write_content_size=True).compress(plain)
+    with pytest.raises(SessionError) as err:
+        decode_item(unchecked, "here")  # what the commits before checksums wrote: refused, never misread
+    assert err.value.code is ErrorCode.RECORD_CORRUPT and "checksum" in err.value.message
+
+
+def _bomb(size: int) -> bytes:
+    return bytes([PACKED, ZSTD]) + zstandard.ZstdCompressor(write_content_size=True, write_checksum=True).compress(
+        encode({"blob": "\0" * size}))
+
+
+async def test_a_body_that_would_inflate_past_the_stores_limit_is_refused_before_it_is(backend: Backend) -> None:
+    """Row 5: the decompression cap was a fixed 64 MiB, not the store's limits: a 1,968-byte
+    stored item inflated to 60 MiB. A store reads at most its own max_item_bytes or
+    max_record_bytes from a frame, and refuses a frame that says more before inflating."""
+    bomb = _bomb(60 << 20)
+    assert len(bomb) < 8192
+    session = RedisSession("bomb", client=backend.client, key_prefix=backend.prefix, max_item_bytes=1 << 20)
+    await session.add_items([item(1, 100)])
+    await backend.client.rpush(session._items_key, bomb)
+    assert await session.get_items() == [item(1, 100)]  # an entry that does not decode is no item
+    with pytest.raises(SessionError) as err:
+        decode_item(bomb, "here", 1 << 20)
+    assert err.value.code is ErrorCode.RECORD_CORRUPT and "expands to" in err.value.message
+    just_over = _bomb(4096)
+    assert decode_item(just_over, "here")["blob"] == "\0" * 4096  # under the default cap it reads
+    with pytest.raises(SessionError):
+        decode_item(just_over, "here", 4096)  # its msgpack is a few bytes over 4,096
+
+    store = make_store(backend, compression=True, max_record_bytes=4096)
+    rid = "ext-bomb"
+    await store.save(record(rid, None, payload=prose(600)))
+    thread = await store._thread(rid)
+    assert thread is not None
+    big = encode_record(record(rid, None, payload=prose(6000)), compact=True, compress=True)
+    await backend.client.hset(store.keys.thread(thread), store.keys.data_field(rid), big)
+    for call in (lambda: store.get(rid), lambda: store.resolve_chain(rid)):
+        with pytest.raises(SessionError) as err:
+            await call()
+        assert err.value.code is ErrorCode.RECORD_CORRUPT and "at most 4096" in err.value.message
+
+
+@pytest.mark.parametrize("compression", [False, True])
+async def test_a_fork_counts_bytes_before_compression(backend: Backend, compression: bool) -> None:
+    """Row 6: fork() counted stored (compressed) bytes against max_batch_bytes: the same
+    session was refused with compression off and forked with it on. Now both refuse, and
+    a fork of a prefix within the limit works on both."""
+    session = RedisSession(f"f{compression}", client=backend.client, key_prefix=backend.prefix,
+                           compression=compression, max_batch_bytes=64 << 10)
+    items = [item(i, 4000) for i in range(24)]  # about 96 KB of msgpack, under half of it compressed
+    for at in range(0, len(items), 8):
+        await session.add_items(items[at:at + 8])
+    with pytest.raises(SessionError) as err:
+        await session.fork(f"f{compression}-all")
+    assert err.value.code is ErrorCode.RECORD_TOO_LARGE
+    fork = await session.fork(f"f{compression}-some", upto=8)
+    assert await fork.get_items() == items[:8]

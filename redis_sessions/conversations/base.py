@@ -152,7 +152,7 @@ class ConversationStore(ABC):
         reply = await self._write("conv_add", conversation_id,
                                   [self._ttl_ms, new_token(), *_pairs(ids, entries)])
         self._check(reply, conversation_id)
-        stored = [decode_item(e, self._where(conversation_id)) for e in entries]
+        stored = [decode_item(e, self._where(conversation_id), self.max_item_bytes) for e in entries]
         return paging.page_of(stored, len(stored))
 
     @bounded
@@ -174,7 +174,7 @@ class ConversationStore(ABC):
 
         entries = await paging.collect(call, limit, after)
         where = self._where(conversation_id)
-        return paging.page_of([decode_item(e, where) for e in entries], limit)
+        return paging.page_of([decode_item(e, where, self.max_item_bytes) for e in entries], limit)
 
     async def history(self, conversation_id: str) -> list[Item]:
         """Every item of the conversation, oldest first: the next turn's input history
@@ -195,7 +195,7 @@ class ConversationStore(ABC):
         validate_id(item_id, "item id")
         reply = await self._read("conv_item", conversation_id, [self._slide_ms, item_id])
         self._check(reply, conversation_id, item_id)
-        return decode_item(reply[1], self._where(conversation_id))
+        return decode_item(reply[1], self._where(conversation_id), self.max_item_bytes)
 
     @bounded
     async def delete_item(self, conversation_id: str, item_id: str) -> Conversation:

@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Optional, TypeVar, Union, cas
 import msgspec
 
 from .. import validate
-from ..codec import PACKED, decode_item, encode_items, pack
+from ..codec import PACKED, decode_item, encode_items, pack, plain_size
 from ..errors import ErrorCode, SessionError
 from ..ids import validate_id
 from ..keys import DEFAULT_PREFIX, KeySpace
@@ -203,16 +203,17 @@ def too_many(count: int, what: str) -> None:
         raise SessionError(ErrorCode.INPUT_INVALID, f"{what}: {count} items, at most {hd.MAX_ITEMS} in one call")
 
 
-def decode_entries(entries: list[bytes], where: str) -> tuple[list[Item], int]:
-    """The items that decode, in order, and how many entries did not."""
+def decode_entries(entries: list[bytes], where: str, limit: int) -> tuple[list[Item], int]:
+    """The items that decode (each expanding to at most ``limit`` bytes), in order, and how
+    many entries did not."""
     try:
-        return [decode_item(entry, where) for entry in entries], 0
+        return [decode_item(entry, where, limit) for entry in entries], 0
     except SessionError:
         pass
     items: list[Item] = []
     for entry in entries:
         try:
-            items.append(decode_item(entry, where))
+            items.append(decode_item(entry, where, limit))
         except SessionError:
             continue
     return items, len(entries) - len(items)
@@ -321,11 +322,11 @@ class ItemSession(ABC):
         if want == 0:
             return []
         if want is None:
-            items, _ = decode_entries(await self._all_entries(), self._items_key)
+            items, _ = decode_entries(await self._all_entries(), self._items_key, self.max_item_bytes)
             return cast("list[TResponseInputItem]", items)
-        items, bad = decode_entries(await self._newest(want), self._items_key)
+        items, bad = decode_entries(await self._newest(want), self._items_key, self.max_item_bytes)
         if bad:
-            items, _ = decode_entries(await self._all_entries(), self._items_key)
+            items, _ = decode_entries(await self._all_entries(), self._items_key, self.max_item_bytes)
             items = items[-want:]
         return cast("list[TResponseInputItem]", items)
 
@@ -381,7 +382,7 @@ class ItemSession(ABC):
                 return None
             if isinstance(got, bytes):
                 try:
-                    return cast("TResponseInputItem", decode_item(got, self._items_key))
+                    return cast("TResponseInputItem", decode_item(got, self._items_key, self.max_item_bytes))
                 except SessionError:
                     pass
             token = new_token()
@@ -445,11 +446,11 @@ class ItemSession(ABC):
             raise SessionError(ErrorCode.STORE_CONFLICT, f"cannot fork session {new_session_id!r} onto itself")
         target = self._spawn(new_session_id)
         raw = await self._read_all()
-        entries = [e for e in raw.entries if _decodes(e, self._items_key)]
+        entries = [e for e in raw.entries if _decodes(e, self._items_key, self.max_item_bytes)]
         if upto is not None:
             entries = entries[:upto]
         too_many(len(entries), f"a fork of {self._items_key}")  # one script carries them, as add_items does
-        if sum(map(len, entries)) > self.max_batch_bytes:
+        if sum(map(plain_size, entries)) > self.max_batch_bytes:  # before compression, as every limit counts
             raise SessionError(ErrorCode.RECORD_TOO_LARGE, f"a fork of {self._items_key} copies more than "
                                f"{self.max_batch_bytes} bytes (max_batch_bytes); fork a prefix with upto")
         token = self._token("fork", new_session_id)
@@ -467,7 +468,7 @@ class ItemSession(ABC):
         """Every valid item plus the guard for :meth:`replace_prefix`, read consistently."""
         self._check_open()
         raw = await self._read_all()
-        items, _ = decode_entries(raw.entries, self._items_key)
+        items, _ = decode_entries(raw.entries, self._items_key, self.max_item_bytes)
         return Snapshot(items=items, count=len(raw.entries), version=raw.version,
                         epoch=raw.epoch.decode("utf-8", "surrogateescape"), rewrites=raw.rewrites)
 
@@ -615,9 +616,9 @@ def _overrides_storage(cls: type[ItemSession]) -> bool:
     return any(getattr(cls, name) is not getattr(ItemSession, name) for name in _STORAGE_METHODS)
 
 
-def _decodes(entry: bytes, where: str) -> bool:
+def _decodes(entry: bytes, where: str, limit: int) -> bool:
     try:
-        decode_item(entry, where)
+        decode_item(entry, where, limit)
     except SessionError:
         return False
     return True

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..codec import decode_session
+from ..codec import MAX_EXPANDED_BYTES, decode_session
 from ..errors import ErrorCode, SessionError
 from ..models import Item, ResponseSessionSnapshot, StoredResponseSession
 
@@ -92,18 +92,19 @@ def check_walk(status: str, detail: str, start: str, max_depth: int) -> None:
 
 
 def decode_chain(records: Sequence[object], where: str, start: str,
-                 ids: Sequence[str] | None = None) -> list[StoredResponseSession]:
+                 ids: Sequence[str] | None = None, limit: int = MAX_EXPANDED_BYTES) -> list[StoredResponseSession]:
     """Records come newest first from the walk; the chain is returned oldest first.
 
     A compact record's id is the one it was read under: ``ids[i]`` when the records
     were read apart from the walk (so :func:`linked` still compares each record's parent
     with the id the walk found), else, the records having come with the walk in one
-    step, ``start`` and then each record's parent."""
+    step, ``start`` and then each record's parent. ``limit``: the most a record may expand
+    to (the store's ``max_record_bytes``)."""
     sessions = []
     expect: str | None = start
     for i, record in enumerate(records):
         session = decode_session(record, lambda i=i: f"{where} (record {i} of the chain)",  # type: ignore[misc]
-                                 ids[i] if ids is not None else expect)
+                                 ids[i] if ids is not None else expect, limit)
         sessions.append(session)
         expect = session.previous_response_id
     sessions.reverse()

@@ -303,7 +303,8 @@ class ChainStore:
             raise self.engine.failed(exc, thread) from None
         if data is None:
             return None
-        return decode_session(data, lambda: f"response {response_id!r} in {self.keys.thread(str(thread))!r}", response_id)
+        return decode_session(data, lambda: f"response {response_id!r} in {self.keys.thread(str(thread))!r}", response_id,
+                              self.max_record_bytes)
 
     @bounded
     async def resolve_chain(
@@ -349,7 +350,7 @@ class ChainStore:
             if data is None:
                 check_walk("missing", previous_response_id, previous_response_id, depth)
             root = decode_session(data, lambda: f"{self.keys.thread(thread)} (record 0 of the chain)",
-                                  previous_response_id)
+                                  previous_response_id, self.max_record_bytes)
             if root.id == previous_response_id and root.previous_response_id is None:
                 return build_snapshot(previous_response_id, [root], include_incomplete=include_incomplete,
                                       replay_instructions=self.replay_instructions)
@@ -370,7 +371,7 @@ class ChainStore:
             if depth == 0 and records:
                 status, detail = "depth", previous_response_id
             check_walk(status, detail, previous_response_id, depth)
-            sessions = decode_chain(records, self.keys.thread(thread), previous_response_id, ids)
+            sessions = decode_chain(records, self.keys.thread(thread), previous_response_id, ids, self.max_record_bytes)
             # A long chain is walked, then read: a record overwritten in between (another
             # parent) shows here, and the chain is read again rather than returned mixed.
             if linked(sessions, previous_response_id):
@@ -409,7 +410,7 @@ class ChainStore:
             self._memo.outgrown(start, largest)
             return None
         if all(record is not None for record in records):
-            sessions = decode_chain(records, self.keys.thread(thread), start, ids)
+            sessions = decode_chain(records, self.keys.thread(thread), start, ids, self.max_record_bytes)
             if linked(sessions, start):
                 return sessions
         self._memo.forget(start)
@@ -474,7 +475,7 @@ class ChainStore:
         if data is None:
             return False
         try:
-            return decode_session(data, "", session.id) == session
+            return decode_session(data, "", session.id, self.max_record_bytes) == session
         except SessionError:
             return False
 
