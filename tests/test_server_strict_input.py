@@ -1,6 +1,6 @@
 """Malformed input to the reference server, on every backend: a coded 400 before anything is
-written, and a retry of it writes nothing either. An input item the conversations
-endpoint refuses."""
+written, and a retry of it writes nothing either. A query integer in other digits than
+ASCII, an input item the conversations endpoint refuses."""
 
 from __future__ import annotations
 
@@ -95,3 +95,17 @@ async def test_responses_and_conversations_take_the_same_items(served: Served) -
     assert own[0]["id"] == stored[0]["id"] == "msg_given"
     assert [item["id"][:4] for item in own] == [item["id"][:4] for item in stored] == ["msg_", "msg_", "fco_"]
     assert [item["type"] for item in own] == [item["type"] for item in stored]
+
+
+@pytest.mark.parametrize("limit", ["²", "٣", "１", "৫", "1" * 5000, "0", "101", "-1", "+5", " 5", "5 ", "1e1",
+                                   "0x10", "5.0", ""])
+async def test_query_integers_are_ascii_digits_in_range(served: Served, limit: str) -> None:
+    """``int()`` takes '٣' (an Arabic-Indic 3) and other scripts' digits, ``isdigit()``
+    takes '²' (which int() refuses), int() of 5,000 digits raises; each of them, like
+    a sign, a space or a number out of range, is a 400 naming ``limit``."""
+    response_id, conversation_id = await history(served)
+    for path in (f"/responses/{response_id}/input_items", f"/conversations/{conversation_id}/items"):
+        reply = await served.http.get(URL + path, params={"limit": limit})
+        assert_refused(reply, param="limit")
+        taken = await served.http.get(URL + path, params={"limit": "001"})
+        assert taken.status_code == 200 and len(taken.json()["data"]) == 1
