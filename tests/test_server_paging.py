@@ -3,6 +3,8 @@ item once, in the order asked for, for any length and page size."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -38,3 +40,16 @@ def test_queries() -> None:
     with pytest.raises(ApiError) as unknown:
         page([{"id": "a"}], PageQuery(after="b"))
     assert unknown.value.param == "after"
+
+
+@given(raw=st.text(alphabet="0123456789²٣１৫+- .e", max_size=6) | st.text(max_size=4))
+def test_a_limit_is_ascii_digits_in_range(raw: str) -> None:
+    """Any query string's limit is taken if it is ASCII digits from 1 to 100, else a 400
+    naming it: never the ValueError of int('²'), never int('٣') taken as 3."""
+    expected = int(raw) if re.fullmatch("[0-9]+", raw) and 1 <= int(raw) <= 100 else None
+    try:
+        got: int | None = page_query({"limit": raw}).limit
+    except ApiError as exc:
+        assert exc.status == 400 and exc.param == "limit"
+        got = None
+    assert got == expected

@@ -98,6 +98,16 @@ def items(value: object, max_item_bytes: int, max_batch_bytes: int, compress: bo
     limit = min(max_items, MAX_ITEMS_PER_TURN)
     if len(value) > limit:
         raise _bad(f"{len(value)} items in one call, the limit is {limit}")
+    out = identified(value)
+    ids = [str(item["id"]) for item in out]
+    return out, ids, encode_items(out, max_item_bytes, max_batch_bytes, len(out), compress)
+
+
+def identified(value: list[Any]) -> list[Item]:
+    """Copies of the items, each with an ``id`` (minted where missing, else checked as
+    any id is), no two alike: the part of :func:`items` that needs no store. The
+    reference server runs it on a response's input too, so its responses endpoint
+    takes the items its conversations endpoint takes."""
     out: list[Item] = []
     for index, item in enumerate(value):
         if not isinstance(item, dict):
@@ -108,10 +118,9 @@ def items(value: object, max_item_bytes: int, max_batch_bytes: int, compress: bo
         else:
             validate_id(copy["id"], f"item {index}'s id")
         out.append(copy)
-    ids = [str(item["id"]) for item in out]
-    if len(set(ids)) != len(ids):
+    if len({item["id"] for item in out}) != len(out):
         raise _bad("two items of one call have the same id")
-    return out, ids, encode_items(out, max_item_bytes, max_batch_bytes, len(out), compress)
+    return out
 
 
 def page(limit: object, order: object, after: object) -> tuple[int, Order, Optional[str]]:

@@ -4,7 +4,6 @@ startup check and the health endpoints."""
 from __future__ import annotations
 
 import contextlib
-import json
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from starlette.applications import Starlette
@@ -24,19 +23,13 @@ from .model import Model, stand_in_model
 from .conversations import ConversationsApi, StoreLink
 from .responses import ResponsesApi
 from .streaming import stream_turn
+from .wire import request_json
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 async def json_body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    try:
-        body = json.loads(raw or b"{}")
-    except ValueError:
-        raise ApiError.invalid("the request body is not valid JSON", None) from None
-    if not isinstance(body, dict):
-        raise ApiError.invalid("the request body must be a JSON object", None)
-    return body
+    return request_json(await request.body())  # strict: no NaN, no deeper than MAX_NESTING (.wire)
 
 
 async def api_error(request: Request, exc: Exception) -> Response:
@@ -54,8 +47,7 @@ async def api_error(request: Request, exc: Exception) -> Response:
 async def internal_error(request: Request, exc: Exception) -> Response:
     """Anything else (a model call that raised, a bug) is a 500 in the same shape; the
     exception still reaches the ASGI server, which logs it."""
-    body = ApiError(500, "The server had an error while processing your request.", code="server_error").body()
-    return JSONResponse(body, status_code=500)
+    return JSONResponse(ApiError.server_error().body(), status_code=500)
 
 
 def response_routes(api: ResponsesApi) -> list[Route]:

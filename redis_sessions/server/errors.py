@@ -73,6 +73,11 @@ class ApiError(Exception):
         return cls(400, message, param=param)
 
     @classmethod
+    def server_error(cls) -> "ApiError":
+        """A 500 that tells the client no more: the cause is for the log."""
+        return cls(500, "The server had an error while processing your request.", code="server_error")
+
+    @classmethod
     def not_found(cls, what: ErrorCode, ident: str, param: str | None = None) -> "ApiError":
         noun = NOT_FOUND[what][0]
         return cls(404, f"{noun} with id {ident!r} not found.", param=param, code=what.value)

@@ -1,16 +1,18 @@
 """Item ids and shapes: every item the server stores or lists carries an ``id``.
 
-Input items get theirs when the turn is saved (so ``input_items`` pages by stable
-ids), output items when the model returns them without one. Ids follow OpenAI's
-prefixes (``msg_`` for messages, ``fc_`` for function calls, ...), minted exactly
-as the conversation store mints the ids of the items it is given without one.
+Input items get theirs when the turn is checked (so ``input_items`` pages by stable
+ids), by the conversation store's own item check, output items when the model
+returns them without one. Ids follow OpenAI's prefixes (``msg_`` for messages,
+``fc_`` for function calls, ...), minted exactly as the conversation store mints
+the ids of the items it is given without one.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..conversations.checks import item_prefix
+from ..conversations.checks import identified, item_prefix
+from ..errors import SessionError
 from ..ids import mint_id
 from ..models import Item
 from ..responses import canonical_item, request_input_items
@@ -56,7 +58,11 @@ def items_of(value: object, param: str, limit: int | None = None) -> list[Item]:
 
 
 def input_items(value: object) -> list[Item]:
-    """A request's ``input`` (a string or a list of items) as items with ids."""
-    if isinstance(value, str):
-        return [with_id(item) for item in request_input_items(value)]
-    return [with_id(item) for item in items_of(value, "input")]
+    """A request's ``input`` (a string or a list of items) as items with ids, checked by
+    the conversation store's own check (:func:`identified`: ids valid and unique), so a
+    turn stores only items that the conversations endpoint accepts too."""
+    given = request_input_items(value) if isinstance(value, str) else items_of(value, "input")
+    try:
+        return identified([shaped(item) for item in given])
+    except SessionError as exc:
+        raise ApiError.from_session_error(exc, "input") from None

@@ -28,14 +28,23 @@ def page_query(params: Mapping[str, str], *, default_order: Order = "desc") -> P
     raw_limit = params.get("limit")
     limit = DEFAULT_LIMIT
     if raw_limit is not None:
-        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_LIMIT:
-            raise ApiError.invalid(f"limit must be an integer from 1 to {MAX_LIMIT}, got {raw_limit!r}", "limit")
-        limit = int(raw_limit)
+        limit = query_integer(raw_limit, "limit", 1, MAX_LIMIT)
     order = params.get("order", default_order)
     if order not in ("asc", "desc"):
         raise ApiError.invalid(f"order must be 'asc' or 'desc', got {order!r}", "order")
     after = params.get("after") or None
     return PageQuery(limit=limit, order=order, after=after)  # type: ignore[arg-type]  # checked just above
+
+
+def query_integer(raw: str, name: str, minimum: int, maximum: int) -> int:
+    """``raw`` as an integer written in ASCII digits, in [minimum, maximum]. ``int()`` and
+    ``str.isdigit()`` also take other scripts' digits ('٣'), and ``isdigit()`` takes
+    superscripts ('²') that ``int()`` then refuses; a digit string too long for ``int()``
+    is out of range anyway."""
+    digits = raw.lstrip("0") or "0"
+    if not (raw.isascii() and raw.isdigit()) or len(digits) > len(str(maximum)) or not minimum <= int(digits) <= maximum:
+        raise ApiError.invalid(f"{name} must be an integer from {minimum} to {maximum}, got {raw[:20]!r}", name)
+    return int(digits)
 
 
 def list_page(data: list[Any], has_more: bool) -> dict[str, Any]:

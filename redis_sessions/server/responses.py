@@ -19,10 +19,11 @@ from ..clock import Clock, system_clock
 from ..errors import ErrorCode, SessionError
 from ..models import Item, StoredResponseRequestSnapshot, StoredResponseSession, StoredResponseSnapshot
 from ..responses import ChainStore, request_input_items
-from .errors import ApiError
+from .errors import ApiError, log
 from .items import input_items, with_id
 from .model import Model, ModelCall
 from .paging import page, page_query
+from .wire import dumps
 
 
 class ConversationLink(Protocol):
@@ -170,6 +171,7 @@ class ResponsesApi:
         reply = await self.model(ModelCall(model=turn.model, instructions=turn.request.instructions,
                                            input=turn.history + turn.items, body=dict(turn.body)))
         output = [with_id(item) for item in reply.output]
+        _sendable(output, reply.usage)
         now = int(self.clock())
         return StoredResponseSession(
             id=turn.response_id, previous_response_id=turn.previous, conversation_id=turn.conversation,
@@ -235,6 +237,16 @@ class ResponsesApi:
             outputs = turn.response.output if turn is not session else []
             items.extend(_listed(turn.id, n, item) for n, item in enumerate([*own, *outputs]))
         return page(items, query)
+
+
+def _sendable(output: list[Item], usage: Item | None) -> None:
+    """Refuse a model's reply that JSON cannot carry (a NaN, an infinity): saved, it would
+    make every answer that holds it fail, this turn's first."""
+    try:
+        dumps([output, usage])
+    except (TypeError, ValueError) as exc:
+        log.error("POST /v1/responses: the model's reply cannot be sent as JSON: %s", exc)
+        raise ApiError.server_error() from None
 
 
 def _listed(turn_id: str, n: int, item: Item) -> Item:

@@ -21,7 +21,6 @@ event with the same code, message and param as the JSON error would have.
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from typing import Any, AsyncIterator, Iterator
 
@@ -32,14 +31,15 @@ from ..errors import SessionError
 from ..models import Item
 from .errors import ApiError, log
 from .responses import ResponsesApi, Turn, response_object
+from .wire import dumps
 
 Event = tuple[str, dict[str, Any]]
 TERMINAL = {"completed": "response.completed", "incomplete": "response.incomplete", "failed": "response.failed"}
 
 
 def sse(kind: str, number: int, fields: dict[str, Any]) -> bytes:
-    data = json.dumps({"type": kind, "sequence_number": number, **fields}, separators=(",", ":"))
-    return f"event: {kind}\ndata: {data}\n\n".encode()
+    data = dumps({"type": kind, "sequence_number": number, **fields})
+    return b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n"
 
 
 def words(text: str) -> list[str]:
@@ -108,6 +108,6 @@ def _error_fields(exc: Exception, turn: Turn) -> dict[str, Any]:
         exc = ApiError.from_session_error(exc)
     if not isinstance(exc, ApiError):
         log.error("%s: the model or the server raised", where, exc_info=exc)
-        exc = ApiError(500, "The server had an error while processing your request.", code="server_error")
+        exc = ApiError.server_error()
     exc.log(where)
     return {"code": exc.code, "message": exc.message, "param": exc.param}
