@@ -1,17 +1,19 @@
-"""Every item-session call is bounded by count as well as by bytes, and a popped item
-never rides in the header.
+"""Every item-session call is bounded by count as well as by bytes, whatever the
+session's length, and a popped item never rides in the header.
 
 A byte limit alone let four million one-byte items into one script (half a second
-of a server that every other client waits on). A session holds at most
-``MAX_ITEMS`` entries, so one add, fork, clear, compaction or read of a whole
-session stays short; a call past a bound is refused (``session.input.invalid``,
-400) before anything is written.
+of a server that every other client waits on). One add, compaction or fork writes
+at most ``MAX_BATCH_ITEMS`` items; a call past a bound is refused
+(``session.input.invalid``, 400) before anything is written. A session itself holds
+any number, as the Agents SDK's does (a cap of 10,000 failed a long-running agent
+the day it got there), unless ``max_items`` bounds it.
 """
 
 from __future__ import annotations
 
 from typing import Any, AsyncIterator
 
+import fakeredis
 import pytest
 from redis.asyncio import Redis
 
@@ -23,6 +25,7 @@ from redis_sessions.errors import ErrorCode, SessionError
 from redis_sessions.items import CompactionSession, RedisSession
 from redis_sessions.items import header as hd
 from test_items import _summarize, expect_error, header_of, key_of, make as make_any, msgs, prefix_keys, texts
+from test_items_bounded import count_calls
 from test_items_layout import state
 
 
@@ -42,7 +45,7 @@ def refused(ev: BaseException) -> None:
 async def test_an_add_of_one_item_past_the_bound_is_refused(redis_backend: Backend) -> None:
     s = make(redis_backend)
     with pytest.raises(SessionError) as err:
-        await s.add_items([EMPTY] * (hd.MAX_ITEMS + 1))
+        await s.add_items([EMPTY] * (hd.MAX_BATCH_ITEMS + 1))
     refused(err.value)
     assert await prefix_keys(redis_backend) == []
     with pytest.raises(SessionError) as err:  # far past it: refused before anything is encoded
@@ -51,22 +54,72 @@ async def test_an_add_of_one_item_past_the_bound_is_refused(redis_backend: Backe
     assert await prefix_keys(redis_backend) == []
 
 
-async def test_a_full_session_refuses_one_more_item(redis_backend: Backend) -> None:
+async def test_a_session_holds_more_than_any_one_write(redis_backend: Backend) -> None:
+    """The Agents SDK's sessions have no cap: a session that reached 10,000 items refused
+    every later write, so an agent that changed one import failed the day it got there."""
     s = make(redis_backend)
-    await s.add_items([EMPTY] * (hd.MAX_ITEMS - 1))
-    await s.add_items(msgs(1))  # the bound itself is admitted
-    before = await state(redis_backend)
-    with pytest.raises(SessionError) as err:
-        await s.add_items(msgs(1))
-    refused(err.value)
-    with pytest.raises(SessionError) as err:
-        await s.add_items(msgs(1), idempotency_key="k1")
-    refused(err.value)
-    assert await state(redis_backend) == before
-    assert texts(await s.get_items(1)) == ["m0"]
+    for _ in range(2):
+        await s.add_items([EMPTY] * hd.MAX_BATCH_ITEMS)
+    await s.add_items(msgs(1))
+    await s.add_items(msgs(1, start=1), idempotency_key="k1")
+    assert texts(await s.get_items(2)) == ["m0", "m1"]
+    assert len(await s.get_items()) == 2 * hd.MAX_BATCH_ITEMS + 2
+    assert (await s.snapshot()).count == 2 * hd.MAX_BATCH_ITEMS + 2
+    assert texts([await s.pop_item()]) == ["m1"]
+    assert await CompactionSession(s, _summarize).compact(force=True) == "compacted"
+    assert await s.get_items() == [{"type": "compaction", "summary": f"{2 * hd.MAX_BATCH_ITEMS + 1} items"}]
+
+
+async def test_max_items_bounds_a_session_when_given(redis_backend: Backend) -> None:
+    b = redis_backend
+    s = make(b, max_items=3)
+    await s.add_items(msgs(2))
+    await s.add_items(msgs(1, start=2))  # the bound itself is admitted
+    before = await state(b)
+    for call in (lambda: s.add_items(msgs(1, start=3)), lambda: s.add_items(msgs(1, start=3), idempotency_key="k1"),
+                 lambda: s.add_items(msgs(4, start=3))):
+        with pytest.raises(SessionError) as err:
+            await call()
+        refused(err.value)
+        assert "max_items" in str(err.value)
+    assert await state(b) == before
     await s.pop_item()
-    await s.add_items(msgs(1, start=1))  # room again: a pop makes room
-    assert texts(await s.get_items(1)) == ["m1"]
+    await s.add_items(msgs(1, start=3))  # room again: a pop makes room
+    assert texts(await s.get_items()) == ["m0", "m1", "m3"]
+    # A fork is a session of the same settings: it copies at most max_items.
+    other = make(b, "wide")
+    await other.add_items(msgs(5))
+    capped = make(b, "wide", max_items=3)
+    with pytest.raises(SessionError) as err:
+        await capped.fork("f")
+    refused(err.value)
+    assert await prefix_keys(b) == sorted([key_of(b), key_of(b, "wide")])
+    f = await capped.fork("f", upto=3)
+    assert texts(await f.get_items()) == ["m0", "m1", "m2"] and f.max_items == 3
+    with pytest.raises(SessionError) as err:
+        await f.add_items(msgs(1))
+    refused(err.value)
+    # A compaction that leaves more than max_items is refused only if it grows the session:
+    # one set lower than a session already holds still lets it shrink.
+    snap = await capped.snapshot()
+    before = await state(b)
+    with pytest.raises(SessionError) as err:
+        await capped.replace_prefix(snap, msgs(6))
+    refused(err.value)
+    assert await state(b) == before
+    assert await capped.replace_prefix(snap, msgs(4, start=10)) is True
+    assert texts(await capped.get_items()) == ["m10", "m11", "m12", "m13"]
+
+
+@pytest.mark.parametrize("value", [0, -1, True, "5", 2.0])
+def test_max_items_is_a_positive_int_or_none(value: Any) -> None:
+    client = fakeredis.FakeAsyncRedis()
+    with expect_error(ErrorCode.INPUT_INVALID):
+        RedisSession("s1", client=client, max_items=value)
+    with expect_error(ErrorCode.INPUT_INVALID):
+        RedisSession.from_url("s1", url="redis://127.0.0.1:1/0", max_items=value)
+    assert RedisSession("s1", client=client).max_items is None
+    assert RedisSession.from_url("s1", url="redis://127.0.0.1:1/0", max_items=7).max_items == 7
 
 
 async def test_a_compaction_past_the_bound_is_refused(redis_backend: Backend) -> None:
@@ -75,29 +128,25 @@ async def test_a_compaction_past_the_bound_is_refused(redis_backend: Backend) ->
     snap = await s.snapshot()
     before = await state(redis_backend)
     with pytest.raises(SessionError) as err:
-        await s.replace_prefix(snap, [EMPTY] * (hd.MAX_ITEMS + 1))
+        await s.replace_prefix(snap, [EMPTY] * (hd.MAX_BATCH_ITEMS + 1))
     refused(err.value)
     assert await state(redis_backend) == before
-    # Within the bound itself, but with the items appended after the snapshot (kept
-    # after the replacement) the session would hold one entry past it.
+    # The bound itself is admitted, with the items appended after the snapshot kept after it.
     await s.add_items(msgs(1, start=3))
-    before = await state(redis_backend)
-    with pytest.raises(SessionError) as err:
-        await s.replace_prefix(snap, [EMPTY] * (hd.MAX_ITEMS))
-    refused(err.value)
-    assert await state(redis_backend) == before
-    assert await CompactionSession(s, _summarize).compact(force=True) == "compacted"
+    assert await s.replace_prefix(snap, [EMPTY] * hd.MAX_BATCH_ITEMS) is True
+    assert len(await s.get_items()) == hd.MAX_BATCH_ITEMS + 1
+    assert texts(await s.get_items(1)) == ["m3"]
 
 
 async def test_a_fork_past_the_bounds_is_refused(redis_backend: Backend) -> None:
     b = redis_backend
     # A session from before the bound, longer than one: pushed by hand.
-    await b.client.rpush(key_of(b, "old"), *[encode(EMPTY)] * (hd.MAX_ITEMS + 1))
+    await b.client.rpush(key_of(b, "old"), *[encode(EMPTY)] * (hd.MAX_BATCH_ITEMS + 1))
     with pytest.raises(SessionError) as err:
         await make(b, "old").fork("f")
     refused(err.value)
-    assert await make(b, "old").fork("g", upto=hd.MAX_ITEMS)  # a prefix within the bound is fine
-    assert len(await make(b, "g").get_items()) == hd.MAX_ITEMS
+    assert await make(b, "old").fork("g", upto=hd.MAX_BATCH_ITEMS)  # a prefix within the bound is fine
+    assert len(await make(b, "g").get_items()) == hd.MAX_BATCH_ITEMS
     # Bytes: a fork carries its items in one call, bounded like an add_items.
     s = make(b, "big", max_batch_bytes=10_000)
     await s.add_items([{"x": "y" * 4000}] * 2)
@@ -105,6 +154,27 @@ async def test_a_fork_past_the_bounds_is_refused(redis_backend: Backend) -> None
     with expect_error(ErrorCode.RECORD_TOO_LARGE):
         await s.fork("h")
     assert sorted(await prefix_keys(b)) == sorted(key_of(b, sid) for sid in ("old", "g", "big"))
+
+
+async def test_a_fork_reads_no_further_than_it_copies(redis_backend: Backend) -> None:
+    """A fork of a long session read all of it before refusing it: 25 pages here, 200 for
+    200,000 items. It now stops one item past what one call may carry, or at ``upto``."""
+    s = make(redis_backend)
+    for _ in range(2):
+        await s.add_items([EMPTY] * hd.MAX_BATCH_ITEMS)
+    await s.add_items([EMPTY] * (hd.MAX_BATCH_ITEMS // 2))
+    pages = count_calls(s, "_eng_page")
+    with pytest.raises(SessionError) as err:
+        await s.fork("f")
+    refused(err.value)
+    assert len(pages) == hd.MAX_BATCH_ITEMS // hd.SCAN_LIMIT + 1
+    pages.clear()
+    f = await s.fork("g", upto=3)
+    assert len(pages) == 1 and await f.get_items() == [EMPTY] * 3
+    assert (await header_of(redis_backend, "g")).forked_at == b"3"
+    pages.clear()
+    f = await s.fork("h", upto=hd.MAX_BATCH_ITEMS)
+    assert len(pages) == hd.MAX_BATCH_ITEMS // hd.SCAN_LIMIT and len(await f.get_items()) == hd.MAX_BATCH_ITEMS
 
 
 # -- a popped item is not carried by every later write ----------------------------------
@@ -154,9 +224,9 @@ async def test_no_command_over_5ms_at_the_bounds(private: Backend) -> None:
             await s.add_items([EMPTY] * (4 << 20))
         except SessionError as exc:
             refused(exc)
-        await s.add_items([EMPTY] * hd.MAX_ITEMS)  # a full session, in one add
-        assert len(await s.get_items()) == hd.MAX_ITEMS
-        assert len(await s.get_items(hd.MAX_ITEMS)) == hd.MAX_ITEMS
+        await s.add_items([EMPTY] * hd.MAX_BATCH_ITEMS)  # a full session, in one add
+        assert len(await s.get_items()) == hd.MAX_BATCH_ITEMS
+        assert len(await s.get_items(hd.MAX_BATCH_ITEMS)) == hd.MAX_BATCH_ITEMS
         f = await s.fork("f")  # a fork of a full session
         assert await s.pop_item() == EMPTY
         assert await CompactionSession(s, _summarize).compact(force=True) == "compacted"
@@ -211,3 +281,4 @@ async def test_reads_of_big_items_are_bounded_by_bytes(private: Backend) -> None
     assert {"items_get", "items_read"} <= set(seen), seen
     assert {k: v for k, v in seen.items() if v >= 5000} == {}, seen
     assert (await header_of(b)).largest is not None
+
