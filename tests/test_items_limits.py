@@ -6,12 +6,14 @@ of a server that every other client waits on). One add, compaction or fork write
 at most ``MAX_BATCH_ITEMS`` items; a call past a bound is refused
 (``session.input.invalid``, 400) before anything is written. A session itself holds
 any number, as the Agents SDK's does (a cap of 10,000 failed a long-running agent
-the day it got there), unless ``max_items`` bounds it.
+the day it got there), unless ``max_items`` bounds it: sessions of 200,000 items and
+of 1,000,000 are measured here call by call on a private server.
 """
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator
+from collections import Counter
+from typing import Any, AsyncIterator, Callable, Optional
 
 import fakeredis
 import pytest
@@ -20,11 +22,13 @@ from redis.asyncio import Redis
 from conftest import Backend
 from slowlog import least_over_rounds
 from redis_sessions.items.redis import SCRIPTS
-from redis_sessions.codec import encode
+from redis_sessions.codec import encode, encode_items
 from redis_sessions.errors import ErrorCode, SessionError
 from redis_sessions.items import CompactionSession, RedisSession
 from redis_sessions.items import header as hd
-from test_items import _summarize, expect_error, header_of, key_of, make as make_any, msgs, prefix_keys, texts
+from test_items import (
+    GARBAGE, _summarize, expect_error, header_of, key_of, make as make_any, msgs, prefix_keys, texts,
+)
 from test_items_bounded import count_calls
 from test_items_layout import state
 
@@ -282,3 +286,109 @@ async def test_reads_of_big_items_are_bounded_by_bytes(private: Backend) -> None
     assert {k: v for k, v in seen.items() if v >= 5000} == {}, seen
     assert (await header_of(b)).largest is not None
 
+# -- a session of any length: every call of every operation, on a private server ------------
+LONG = 200_000
+"""A long-running agent's session: twenty times the cap that was removed."""
+LONGEST = 1_000_000
+
+
+def numbered(item: int) -> dict[str, Any]:
+    """Items of one encoded length, so the largest entry the header knows is every entry's."""
+    return {"type": "message", "role": "assistant", "content": f"m{item:07d}"}
+
+
+async def grow(b: Backend, sid: str, first: dict[str, Any], rest: list[bytes]) -> RedisSession:
+    """A session at the defaults holding ``first`` and then ``rest``, made fast: ``first``
+    through add_items (the package writes the header), ``rest`` (entries the package
+    encoded) pushed behind it as stored, a batch per RPUSH."""
+    await b.client.delete(key_of(b, sid))
+    s = RedisSession(sid, client=b.client, key_prefix=b.prefix)
+    await s.add_items([first])
+    for start in range(0, len(rest), hd.MAX_BATCH_ITEMS):
+        await b.client.rpush(key_of(b, sid), *rest[start:start + hd.MAX_BATCH_ITEMS])
+    assert await b.client.llen(key_of(b, sid)) == 1 + 1 + len(rest)  # the header, first, rest
+    return s
+
+
+class CallByCall:
+    """Names each logged command by its kind and its place in the round ("items_read 17"),
+    so that the least over the rounds (tests/slowlog.py) is taken call by call: a round
+    of hundreds of pages nearly always has one that the busy machine descheduled, but
+    the same call is slow in every round only if it is slow itself."""
+
+    def __init__(self, kind: Callable[[list[bytes], bytes], Optional[str]]) -> None:
+        self.kind, self.places = kind, Counter[str]()
+
+    def __call__(self, words: list[bytes], command: bytes) -> Optional[str]:
+        name = self.kind(words, command)
+        if name is None:
+            return None
+        self.places[name] += 1
+        return f"{name} {self.places[name]}"
+
+    def start(self) -> None:
+        """A new round: SLOWLOG lists the same calls in the same order."""
+        self.places.clear()
+
+
+@pytest.mark.real
+async def test_no_command_over_5ms_on_a_session_of_any_length(private: Backend) -> None:
+    """Every operation on sessions of 200,000 items and of 1,000,000, at the defaults: no
+    script call over 5 ms. Writes touch the list's ends; pops, reads, scans, forks and
+    snapshots go in pages of SCAN_LIMIT entries (or READ_BYTES); a clear or a
+    compaction frees what it removes in its LTRIM, whose time follows the bytes freed,
+    not their count. A fork of more than one call's worth is refused after that many."""
+    b, client = private, private.client
+    names = {s.sha.encode(): s.name for s in SCRIPTS}
+
+    def kind(words: list[bytes], _: bytes) -> str | None:
+        if words[0] == b"EVALSHA":
+            return names.get(words[1], "EVALSHA")
+        # the session's plain reads (none at the defaults) and its scripts' own; not the
+        # test's RPUSH and DEL: a script's writes are in its EVALSHA's time
+        return words[0].decode() if words[0] in (b"LRANGE", b"LINDEX", b"LLEN") else None
+
+    calls = CallByCall(kind)
+    first, rest = numbered(0), encode_items([numbered(i) for i in range(1, LONG)], 1 << 20, 1 << 30, LONG, True)
+    batch = [numbered(i) for i in range(LONG, LONG + hd.MAX_BATCH_ITEMS)]
+    tiny = [encode(EMPTY)] * (LONGEST - 1)
+    summary = {"type": "compaction", "summary": "all of it"}
+
+    async def run_round() -> None:
+        calls.start()
+        await client.delete(key_of(b, "g"))
+        s = await grow(b, "s1", first, rest)
+        cleared = await grow(b, "c", first, rest)
+        longest = await grow(b, "d", EMPTY, tiny)
+        await s.add_items([numbered(LONG + hd.MAX_BATCH_ITEMS)])  # one item
+        await s.add_items(batch)  # one call's worth: MAX_BATCH_ITEMS
+        assert await s.get_items(20) == batch[-20:]
+        assert await s.get_items(5 * hd.SCAN_LIMIT) == batch[-5 * hd.SCAN_LIMIT:]  # five calls
+        sliding = RedisSession("s1", client=client, key_prefix=b.prefix, sliding_ttl=True)
+        assert await sliding.get_items(20) == batch[-20:]
+        assert await s.pop_item() == batch[-1]
+        await client.rpush(key_of(b), *[GARBAGE] * (2 * hd.SCAN_LIMIT + hd.SCAN_LIMIT // 2))
+        assert await s.pop_item() == batch[-2]  # three calls, the non-items dropped on the way
+        with pytest.raises(SessionError) as err:  # after MAX_BATCH_ITEMS + 1 items read
+            await s.fork("f")
+        refused(err.value)
+        f = await s.fork("g", upto=hd.MAX_BATCH_ITEMS)
+        assert await f.get_items(1) == [numbered(hd.MAX_BATCH_ITEMS - 1)]
+        held = await s.get_items()  # every item, page by page
+        assert len(held) == LONG + hd.MAX_BATCH_ITEMS - 1 and held[-1] == batch[-3]
+        assert await s._atomic_replace_items([summary]) is True  # the SDK's compaction: all of it
+        assert await s.get_items() == [summary]
+        await cleared.clear_session()
+        await longest.add_items([EMPTY])
+        assert await longest.get_items(20) == [EMPTY] * 20
+        assert await longest.pop_item() == EMPTY
+        await longest.clear_session()
+        assert await longest.get_items() == [] and await cleared.get_items() == []
+
+    seen = await least_over_rounds(client, run_round, calls)
+    worst: dict[str, int] = {}
+    for name, us in seen.items():
+        worst[name.split(" ")[0]] = max(us, worst.get(name.split(" ")[0], 0))
+    assert {"items_add", "items_get", "items_read", "items_pop", "items_fork", "items_compact",
+            "items_clear"} <= set(worst), worst
+    assert {k: v for k, v in seen.items() if v >= 5000} == {}, worst
