@@ -19,7 +19,7 @@ end
 if why ~= 'corrupt' then remember(c, tok, 'z') end
 -- writes
 if why == 'corrupt' then
-  redis.call('DEL', key)
+  redis.call('UNLINK', key)  -- not made again: its memory may go in the background
   return 1
 end
 -- Keep the header entry and rewrite it, rather than delete and recreate the key:
