@@ -1,10 +1,13 @@
 -- Append encoded items, atomically, and set the session's TTL. Returns v.
 -- KEYS[1] the session's list
 -- ARGV[1] ttl in ms ("0": none), ARGV[2] epoch if the session is new,
--- ARGV[3] token, ARGV[4..] the encoded items, oldest first.
+-- ARGV[3] token, ARGV[4] max_items ("0": none), ARGV[5..] the encoded items,
+-- oldest first.
 -- A re-sent call (its token in the ring) appends nothing and returns the v
 -- the first run returned. A list from before headers gets one first. Refused
--- (RSFULL) past MAX_ITEMS items (entries below the header, the stash aside).
+-- (RSFULL) past MAX_BATCH_ITEMS items in the call, or past max_items in the
+-- session (entries below the header, the stash aside). Its work is the call's
+-- items and the header: no command here depends on the list's length.
 local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[3]
 local h, why = load(key)
 if why == 'corrupt' then return corrupt('header') end
@@ -18,16 +21,17 @@ elseif why == 'old' then
   len = redis.call('LLEN', key)
 end
 local n = #ARGV
-if len + n - 3 > MAX_ITEMS then return full(len + n - 3) end
+local err = refusal(n - 4, len + n - 4, ARGV[4])
+if err then return err end
 if not h then
   h = fresh(ARGV[2])
   if why == 'old' then h.b = nil end  -- a list from before headers: its largest is not known
 end
-if h.b then h.b = math.max(h.b, longest(ARGV, 4)) end
+if h.b then h.b = math.max(h.b, longest(ARGV, 5)) end
 h.v = h.v + 1
 remember(h, tok, 'a' .. h.v)
 -- writes
-for i = 4, n, 1000 do
+for i = 5, n, 1000 do
   redis.call('RPUSH', key, unpack(ARGV, i, math.min(i + 999, n)))
 end
 save(key, h)

@@ -19,11 +19,13 @@ end
 if why ~= 'corrupt' then remember(c, tok, 'z') end
 -- writes
 if why == 'corrupt' then
-  redis.call('DEL', key)
+  redis.call('UNLINK', key)  -- not made again: its memory may go in the background
   return 1
 end
 -- Keep the header entry and rewrite it, rather than delete and recreate the key:
 -- on a slot being migrated, a key recreated within one script is refused halfway.
+-- So the items go in one LTRIM, freed then and there: its time grows with their
+-- bytes, not their count (see items_compact.lua).
 redis.call('LTRIM', key, 0, 0)
 c.new = false
 save(key, c)

@@ -2,7 +2,8 @@
 -- KEYS[1] the new session's list
 -- ARGV[1] ttl in ms ("0": none), ARGV[2] epoch, ARGV[3] source session id,
 -- ARGV[4] source version the copy was taken at, ARGV[5] token,
--- ARGV[6..] the encoded items (at most MAX_ITEMS: the caller checks).
+-- ARGV[6..] the encoded items (RSFULL past MAX_BATCH_ITEMS; the caller checks
+-- that first, and the new session's max_items).
 -- An id with only a header (emptied or cleared), or a header and a stash,
 -- counts as free; its ring and stash are kept so writes re-sent to it are
 -- still recognised. Copying nothing writes nothing. A re-sent call replies 1.
@@ -17,6 +18,8 @@ if h then
   local len = redis.call('LLEN', key)
   if len > 2 or (len == 2 and stash(key, h) == '') then return 0 end
 end
+local err = refusal(#ARGV - 5, 0, '0')
+if err then return err end
 if #ARGV < 6 then return 1 end
 local f = fresh(ARGV[2])
 f.v, f.from, f.at, f.b = 1, ARGV[3], ARGV[4], longest(ARGV, 6)

@@ -7,7 +7,7 @@
 -- redis_sessions/items/header.py. Every script does all its checks before its
 -- first write: Lua does not roll back.
 local MAGIC, STASH, HINT = string.char(0) .. 'rs1', string.char(0) .. 'rsp', '0:'
-local POPS, POP_BYTES, SCAN_LIMIT, MAX_ITEMS = 2, 65536, 1000, 10000
+local POPS, POP_BYTES, SCAN_LIMIT, MAX_BATCH_ITEMS = 2, 65536, 1000, 10000
 -- What one read returns at most, counted at the largest entry the session has held (the
 -- header's later field " b<bytes>", kept by every write; a header without it is read in
 -- doubling windows, counted as it goes): past READ_BYTES the reader calls again.
@@ -23,9 +23,19 @@ local function corrupt(what)
   return redis.error_reply('RSCORRUPT the session ' .. what .. ' does not parse')
 end
 
--- A write refused: the session would hold more than MAX_ITEMS items.
-local function full(entries)
-  return redis.error_reply('RSFULL the session would hold ' .. entries .. ' entries; at most ' .. MAX_ITEMS)
+-- Why a write of count items, after which the session holds items entries, is refused;
+-- nil if it is not: more than MAX_BATCH_ITEMS in one write (the caller checks first), or
+-- more than cap, the session's max_items ("0": none). No call's work grows with a
+-- session's length (reads and scans are paged, writes touch the list's ends), so a
+-- session has no bound but the one its owner sets.
+local function refusal(count, items, cap)
+  if count > MAX_BATCH_ITEMS then
+    return redis.error_reply('RSFULL ' .. count .. ' items in one write; at most ' .. MAX_BATCH_ITEMS)
+  end
+  cap = tonumber(cap)
+  if cap > 0 and items > cap then
+    return redis.error_reply('RSFULL the session would hold ' .. items .. ' items; at most ' .. cap .. ' (max_items)')
+  end
 end
 
 local function clamp(n)

@@ -170,8 +170,8 @@ def test_the_header_can_never_be_taken_for_an_item() -> None:
     lib = (LUA / "items_lib.lua").read_text()
     assert "string.char(0) .. 'rs1'" in lib
     assert "local MAGIC, STASH, HINT = string.char(0) .. 'rs1', string.char(0) .. 'rsp', '0:'" in lib
-    line = "local POPS, POP_BYTES, SCAN_LIMIT, MAX_ITEMS = "
-    assert f"{line}{hd.POPS}, {hd.POP_BYTES}, {hd.SCAN_LIMIT}, {hd.MAX_ITEMS}" in lib
+    line = "local POPS, POP_BYTES, SCAN_LIMIT, MAX_BATCH_ITEMS = "
+    assert f"{line}{hd.POPS}, {hd.POP_BYTES}, {hd.SCAN_LIMIT}, {hd.MAX_BATCH_ITEMS}" in lib
     assert f"local READ_BYTES = {hd.READ_BYTES}\n" in lib
 
 

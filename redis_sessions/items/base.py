@@ -41,18 +41,20 @@ string keys, nested at most ``validate.MAX_NESTING`` deep, each at most
 ``max_item_bytes`` and all at most ``max_batch_bytes`` encoded); every script
 checks everything before its first write, so a refused call writes nothing.
 
-Bounded work per script call, by count as well as by bytes: a session holds
-at most ``MAX_ITEMS`` items (10,000), and one ``add_items``, compaction or
-fork writes at most that many (a fork, like an add, at most
-``max_batch_bytes``); past a bound a call is refused (``session.input.invalid``,
-400; bytes ``session.record.too_large``) before anything is written, so a
-write, fork, clear or compaction of a full session of small items holds Redis
-7.0 about 1-2 ms. A pop drops at most ``SCAN_LIMIT`` non-items per call and
-the Python side calls again; reads scan or return at most ``SCAN_LIMIT``
-entries per call, and long reads (everything, snapshots, forks) go page by
-page, each page returning (e, g) so the read starts over if the list was
-rewritten between pages. A pop keeps its item in the stash at index 1, not in
-the header (see :mod:`.header`), so later writes never carry it.
+Bounded work per script call, by count as well as by bytes, whatever the
+session's length: one ``add_items``, compaction or fork writes at most
+``MAX_BATCH_ITEMS`` items (10,000) and ``max_batch_bytes``; past either a call is
+refused (``session.input.invalid``, 400; bytes ``session.record.too_large``)
+before anything is written. A session holds any number of items, as the Agents
+SDK's does (``max_items`` bounds it, refused the same way): a write touches the
+list's ends and its header only, a pop drops at most ``SCAN_LIMIT`` non-items per
+call and the Python side calls again, reads scan or return at most ``SCAN_LIMIT``
+entries per call, and long reads (everything, snapshots, forks) go page by page,
+each page returning (e, g) so the read starts over if the list was rewritten
+between pages. A clear or a compaction frees what it removes in its one script
+(``lua/items_compact.lua`` says why): its time grows with those bytes, not their
+count. A pop keeps its item in the stash at index 1, not in the header (see
+:mod:`.header`), so later writes never carry it.
 
 Stored entries are bytes; items are encoded on the way in and decoded into
 fresh dicts on the way out, so no caller can reach stored state through an
@@ -67,7 +69,7 @@ Subclasses implement the ``_eng_*`` primitives; :mod:`.memory` in-process,
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional, TypeVar, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, TypeVar, Union, cast
 
 import msgspec
 
@@ -197,12 +199,6 @@ def resolve_limit(limit: Optional[int], settings: Optional["SessionSettings"]) -
     return max(0, limit)
 
 
-def too_many(count: int, what: str) -> None:
-    """Refuse a write of more than ``MAX_ITEMS`` items (checked before anything else is)."""
-    if count > hd.MAX_ITEMS:
-        raise SessionError(ErrorCode.INPUT_INVALID, f"{what}: {count} items, at most {hd.MAX_ITEMS} in one call")
-
-
 def decode_entries(entries: list[bytes], where: str, limit: int) -> tuple[list[Item], int]:
     """The items that decode (each expanding to at most ``limit`` bytes), in order, and how
     many entries did not."""
@@ -233,6 +229,11 @@ class ItemSession(ABC):
     or its dict form (``SessionSettings()`` when not given, as in the SDK).
     Errors where the SDK raises ``TypeError``, ``ValueError`` or ``RuntimeError``
     are also of that type (see :mod:`redis_sessions.errors`).
+
+    ``max_items``: the most items the session may hold (None, the default: no
+    bound, as the SDK's sessions have none); a write that would take it past them
+    is ``session.input.invalid`` and writes nothing (a compaction only if it grows
+    the session).
     """
 
     session_id: str
@@ -252,6 +253,7 @@ class ItemSession(ABC):
         max_item_bytes: int = MAX_ITEM_BYTES,
         max_batch_bytes: int = MAX_BATCH_BYTES,
         compression: bool = True,
+        max_items: Optional[int] = None,
     ) -> None:
         self.session_id = validate_id(session_id, "session id")
         ttl_value, ttl_name = resolve_ttl(ttl_seconds, ttl)
@@ -266,6 +268,8 @@ class ItemSession(ABC):
         """Items of ``codec.COMPRESS_MIN_BYTES`` or more are stored zstd-compressed where that
         makes them smaller; a build before this one skips them: while one still reads the
         store, pass False."""
+        self.max_items = validate.optional_integer(max_items, "max_items", minimum=1)
+        """The most items the session may hold; None: any number, as the SDK's sessions."""
         self._items_key = KeySpace(key_prefix).session_items(session_id)
         self._slide_ms = self._ttl_ms if sliding_ttl else 0
         # Per task, its last write on this object whose outcome is unknown.
@@ -301,7 +305,7 @@ class ItemSession(ABC):
         """The settings a fork inherits."""
         return dict(key_prefix=self.key_prefix, ttl_seconds=self.ttl_seconds, session_settings=self._session_settings,
                     sliding_ttl=self.sliding_ttl, max_item_bytes=self.max_item_bytes,
-                    max_batch_bytes=self.max_batch_bytes, compression=self.compression)
+                    max_batch_bytes=self.max_batch_bytes, compression=self.compression, max_items=self.max_items)
 
     def _token(self, operation: str, what: object) -> bytes:
         """The token for a write: the failed one's if this task repeats it, else a new one."""
@@ -337,15 +341,16 @@ class ItemSession(ABC):
         Every item is validated first (a dict with string keys, nested at most
         ``validate.MAX_NESTING`` deep, encodable, at most ``max_item_bytes``,
         and at most ``max_batch_bytes`` together); a bad one raises and nothing
-        is written. At most ``MAX_ITEMS`` items per call, and per session:
-        past either, ``session.input.invalid`` and nothing is written. Exactly once under re-sends and caller retries (see the
+        is written. At most ``MAX_BATCH_ITEMS`` items per call, and the session's
+        ``max_items`` (if set) in all: past either, ``session.input.invalid`` and
+        nothing is written. Exactly once under re-sends and caller retries (see the
         module); ``idempotency_key`` (an id: no whitespace, control characters
         or braces) makes a retry from another process exactly-once too, while
         the session remembers it (at least 30 s of server time; :mod:`..tokens`).
         """
         self._check_open()
         key = None if idempotency_key is None else validate_id(idempotency_key, "idempotency key")
-        plain = encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_ITEMS)
+        plain = encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_BATCH_ITEMS)
         if not plain:
             return
         if key is None:
@@ -430,9 +435,10 @@ class ItemSession(ABC):
         version is recorded as ``forked_at`` in the new session's header). The
         new session is created in one atomic step that refuses
         (``session.store.conflict``) if a session with that id holds items.
-        A fork copies at most ``MAX_ITEMS`` items and ``max_batch_bytes``
-        (``session.input.invalid`` / ``session.record.too_large`` past them:
-        fork a prefix with ``upto``).
+        A fork copies at most ``MAX_BATCH_ITEMS`` items (and ``max_items``) and
+        ``max_batch_bytes``, as one ``add_items`` writes (``session.input.invalid`` /
+        ``session.record.too_large`` past them: fork a prefix with ``upto``); it
+        reads no further than it copies, or than it takes to refuse.
         The two steps are separate because the two sessions live in different
         cluster slots: writes to this session after the read are not in the
         fork. The fork has the same class and settings, and its items are
@@ -445,11 +451,27 @@ class ItemSession(ABC):
         if new_session_id == self.session_id:
             raise SessionError(ErrorCode.STORE_CONFLICT, f"cannot fork session {new_session_id!r} onto itself")
         target = self._spawn(new_session_id)
-        raw = await self._read_all()
-        entries = [e for e in raw.entries if _decodes(e, self._items_key, self.max_item_bytes)]
-        if upto is not None:
-            entries = entries[:upto]
-        too_many(len(entries), f"a fork of {self._items_key}")  # one script carries them, as add_items does
+        # One script carries the copy, as add_items does: read until it holds upto items,
+        # or one past what it may copy, or more than max_batch_bytes (then it is refused).
+        most = min(hd.MAX_BATCH_ITEMS, self.max_items or hd.MAX_BATCH_ITEMS)
+        want = most + 1 if upto is None else min(upto, most + 1)
+        entries: list[bytes] = []
+
+        def enough(read: list[bytes], start: int) -> bool:
+            if start == 0:  # a read that starts (over)
+                entries.clear()
+            for e in read[start:]:
+                if len(entries) == want:
+                    break
+                if _decodes(e, self._items_key, self.max_item_bytes):
+                    entries.append(e)
+            return len(entries) == want or sum(map(plain_size, entries)) > self.max_batch_bytes
+
+        raw = await self._read_all(enough)
+        if len(entries) > most:
+            bound = "in one call" if most == hd.MAX_BATCH_ITEMS else f"in a session of max_items={self.max_items}"
+            raise SessionError(ErrorCode.INPUT_INVALID, f"a fork of {self._items_key} copies more than {most} "
+                               f"items, at most {most} {bound}; fork a prefix with upto")
         if sum(map(plain_size, entries)) > self.max_batch_bytes:  # before compression, as every limit counts
             raise SessionError(ErrorCode.RECORD_TOO_LARGE, f"a fork of {self._items_key} copies more than "
                                f"{self.max_batch_bytes} bytes (max_batch_bytes); fork a prefix with upto")
@@ -487,7 +509,7 @@ class ItemSession(ABC):
         validate.integer(snapshot.rewrites, "snapshot.rewrites")
         if not isinstance(snapshot.epoch, str):
             raise SessionError(ErrorCode.INPUT_INVALID, f"snapshot.epoch must be a str, got {snapshot.epoch!r}")
-        entries = encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_ITEMS, self.compression)
+        entries = encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_BATCH_ITEMS, self.compression)
         if not snapshot.epoch or not _was_stored(snapshot.epoch):
             return False
         what = (snapshot.epoch, snapshot.rewrites, snapshot.count, entries)
@@ -514,7 +536,7 @@ class ItemSession(ABC):
         if _overrides_storage(type(self)):
             return False
         self._check_open()
-        encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_ITEMS)  # checks only: nothing to compress
+        encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_BATCH_ITEMS)  # checks only: nothing to compress
         for _ in range(MAX_RESTARTS):
             snapshot = await self.snapshot()
             if not snapshot.epoch:
@@ -547,21 +569,26 @@ class ItemSession(ABC):
     async def _all_entries(self) -> list[bytes]:
         return (await self._read_all()).entries
 
-    async def _read_all(self) -> RawSnapshot:
+    async def _read_all(self, enough: Optional[Callable[[list[bytes], int], bool]] = None) -> RawSnapshot:
         """Every stored item entry and the counters, consistent: pages from the oldest,
         starting over if e or g changed between pages. The version is the last page's:
-        the entries read are exactly the list at that version."""
+        the entries read are exactly the list at that version (the first of them, when
+        ``enough(entries, start)``, called after each page with where that page starts
+        in them, 0 for a read's first, says so: ``more`` is then True)."""
         page = hd.SCAN_LIMIT
         for _ in range(MAX_RESTARTS):
             first = last = await self._eng_page(0, page)
             entries = list(first.entries)
-            while last.more:
+            stop = enough is not None and enough(entries, 0)
+            while last.more and not stop:
                 last = await self._eng_page(len(entries), page)
                 if (last.epoch, last.rewrites) != (first.epoch, first.rewrites):
                     break
                 entries.extend(last.entries)
+                stop = enough is not None and enough(entries, len(entries) - len(last.entries))
             else:
-                return RawSnapshot(entries=entries, version=last.version, epoch=first.epoch, rewrites=first.rewrites)
+                return RawSnapshot(entries=entries, version=last.version, epoch=first.epoch, rewrites=first.rewrites,
+                                   more=last.more)
         raise _restless(self._items_key)
 
     # -- backend primitives (each one atomic: one script) -------------------------

@@ -86,10 +86,10 @@ past READ_BYTES read (lua/items_lib.lua). A header without the field (written by
 version before it) is read in doubling windows, counted as it goes."""
 SCAN_LIMIT = 1000
 """Entries one script call reads or drops at most (pop's garbage, get's scan, a read's page)."""
-MAX_ITEMS = 10_000
-"""Entries a session holds at most below its header, and items one ``add_items``,
-compaction or fork writes at most: what keeps a fork, clear or compaction of a full
-session, or an add of a full batch of small items, to about 2 ms of Redis 7.0."""
+MAX_BATCH_ITEMS = 10_000
+"""Items one ``add_items``, compaction or fork writes at most: one script's arguments,
+bounded by count as ``max_batch_bytes`` bounds them by bytes. A session itself holds any
+number (``max_items`` bounds it, when given): no call's work grows with its length."""
 
 _LINE = re.compile(
     rb" ([0-9]+) ([^ \n]+) ([0-9]+) ([^ \n]*) ([0-9]*) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+)([^\n]*)\n")

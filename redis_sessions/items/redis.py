@@ -106,6 +106,7 @@ class RedisSession(ItemSession):
         max_item_bytes: int = MAX_ITEM_BYTES,
         max_batch_bytes: int = MAX_BATCH_BYTES,
         compression: bool = True,
+        max_items: Optional[int] = None,
         timeout: Optional[float] = DEFAULT_TIMEOUT,
         link: Optional[RedisLink] = None,
         replica_acks: int = 0,
@@ -129,6 +130,7 @@ class RedisSession(ItemSession):
             max_item_bytes=max_item_bytes,
             max_batch_bytes=max_batch_bytes,
             compression=compression,
+            max_items=max_items,
         )
         self._keys = (self._items_key,)
         self._acks = ReplicaAcks.of(replica_acks, replica_ack_timeout)
@@ -150,6 +152,7 @@ class RedisSession(ItemSession):
         max_item_bytes: int = MAX_ITEM_BYTES,
         max_batch_bytes: int = MAX_BATCH_BYTES,
         compression: bool = True,
+        max_items: Optional[int] = None,
         timeout: Optional[float] = DEFAULT_TIMEOUT,
         replica_acks: int = 0,
         replica_ack_timeout: float = DEFAULT_ACK_TIMEOUT,
@@ -170,6 +173,7 @@ class RedisSession(ItemSession):
             max_item_bytes=max_item_bytes,
             max_batch_bytes=max_batch_bytes,
             compression=compression,
+            max_items=max_items,
             replica_acks=replica_acks,
             replica_ack_timeout=replica_ack_timeout,
         )
@@ -279,7 +283,7 @@ class RedisSession(ItemSession):
 
     # -- the scripts ------------------------------------------------------------
     async def _eng_add(self, entries: list[bytes], token: bytes, epoch: bytes) -> int:
-        return int(await self._call(_ADD, [self._ttl_ms, epoch, token, *entries]))
+        return int(await self._call(_ADD, [self._ttl_ms, epoch, token, self._cap, *entries]))
 
     async def _eng_tail(self, want: int, stop: int, budget: int) -> TailSlice:
         frames = self._frames(await self._call(_GET, [want, stop, budget, self._slide_ms]))
@@ -303,8 +307,13 @@ class RedisSession(ItemSession):
 
     async def _eng_replace_prefix(self, snapshot: Snapshot, entries: list[bytes], token: bytes) -> bool:
         epoch = snapshot.epoch.encode("utf-8", "surrogateescape")
-        args = [self._ttl_ms, epoch, snapshot.rewrites, snapshot.count, token, *entries]
+        args = [self._ttl_ms, epoch, snapshot.rewrites, snapshot.count, token, self._cap, *entries]
         return bool(await self._call(_COMPACT, args))
+
+    @property
+    def _cap(self) -> int:
+        """max_items as the scripts take it: 0 for none."""
+        return self.max_items or 0
 
     def _int(self, value: bytes) -> int:
         try:
