@@ -1,18 +1,18 @@
-"""A foreign id's locator lives as long as its record: on real servers, with a real short TTL."""
+"""A foreign id's locator lives as long as its record, on the fake clock (``clocked``:
+the scripts' TIME moves with it)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from chains import linear, make_store, record
 
 
-async def test_a_foreign_ancestor_stays_readable_and_deletable_while_its_chain_lives(real_backend: Any) -> None:
+async def test_a_foreign_ancestor_stays_readable_and_deletable_while_its_chain_lives(clocked: Any) -> None:
     """Foreign ids, each saved under the one before, one every 0.3 s with a 1 s TTL: the
     first ones are kept by their descendants long past their own TTL, and so must their
     locators be, or get and delete could not reach what resolve_chain still serves."""
-    store = make_store(real_backend, ttl_seconds=1, max_depth=100)
+    store = make_store(clocked, ttl_seconds=1, max_depth=100)
     ids: list[str] = []
     parent = None
     for i in range(10):
@@ -20,7 +20,8 @@ async def test_a_foreign_ancestor_stays_readable_and_deletable_while_its_chain_l
         await store.save(record(rid, parent, f"turn {i}"))
         ids.append(rid)
         parent = rid
-        await asyncio.sleep(0.3)
+        clocked.clock.advance(0.3)
+    assert await store.get(ids[0]) is not None  # 3 s old, three times its TTL
     chain = (await store.resolve_chain(ids[-1])).sessions
     assert [s.id for s in chain] == ids
     for rid in ids:

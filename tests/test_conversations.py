@@ -2,12 +2,11 @@
 
 Every behaviour test runs on memory, fakeredis, a real redis-server and a real
 cluster (Valkey with ``REDIS_SESSIONS_TEST_SERVER=valkey``); TTLs on the fake
-clock (memory, fakeredis) and once for real with a short TTL.
+clock (memory, fakeredis), and for real in tests/test_real_expiry.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import Any
 
@@ -420,14 +419,6 @@ async def test_the_default_ttl_is_the_configs(redis_backend: Backend) -> None:
     forever = RedisConversationStore(redis_backend.client, key_prefix=redis_backend.prefix, ttl_seconds=None)
     conv = await forever.create()
     assert await redis_backend.client.ttl(forever.keys.conversation(conv.id)) == -1
-
-
-async def test_a_real_short_ttl_expires(real_backend: Backend) -> None:
-    store = RedisConversationStore(real_backend.client, key_prefix=real_backend.prefix, ttl_seconds=1)
-    conv = await store.create(items=[msg("a")])
-    assert (await store.get(conv.id)).id == conv.id
-    await asyncio.sleep(1.3)
-    assert await code_of(store.get(conv.id)) is ErrorCode.CONVERSATION_NOT_FOUND
 
 
 # -- the factory, clients, scripts ----------------------------------------------------

@@ -374,18 +374,6 @@ async def test_sliding_ttl_renews_the_key(redis_backend: Backend) -> None:
         assert await pttl(redis_backend) > 90_000
 
 
-@pytest.mark.real
-async def test_real_short_ttl_expires_the_session_whole(real_backend: Backend) -> None:
-    s = make(real_backend, ttl_seconds=1)
-    await s.add_items(msgs(3))
-    assert await prefix_keys(real_backend) == [key_of(real_backend)]
-    await asyncio.sleep(0.6)
-    assert len(await s.get_items()) == 3
-    await asyncio.sleep(0.6)
-    assert await prefix_keys(real_backend) == []
-    assert await s.get_items() == []
-
-
 # -- fork --------------------------------------------------------------------------
 async def test_fork_copies_and_is_independent(backend: Backend) -> None:
     s = make(backend, ttl_seconds=300, session_settings=SessionSettings(limit=10))

@@ -1,12 +1,11 @@
 """Threads stop growing (#9): each response expires on its own once no live response
-descends from it; every ancestor of a live response stays. On the fake clock (memory,
-fakeredis) and with real TTLs of a few seconds (redis-server, the cluster)."""
+descends from it; every ancestor of a live response stays. On the fake clock (memory
+mode, fakeredis); on real servers, with the server's TIME, in tests/test_real_expiry.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -200,24 +199,6 @@ async def test_the_flag_is_checked(backend: Any) -> None:
     with pytest.raises(SessionError) as err:
         make_store(backend, response_expiry="yes")
     assert err.value.code == ErrorCode.INPUT_INVALID
-
-
-@pytest.mark.real
-async def test_real_ttls_remove_an_abandoned_branch(real_backend: Any) -> None:
-    """With a TTL of 2 s on a real server: the regeneration goes once the conversation
-    goes on past its deadline; the chain stays whole."""
-    store = make_store(real_backend, ttl_seconds=2)
-    root = await save(store, "ext-root", None)
-    regen = await save(store, "ext-regen", root)
-    turn = await save(store, "ext-turn", root)
-    await asyncio.sleep(1.2)
-    later = await save(store, "ext-later", turn)
-    await asyncio.sleep(1.2)
-    last = await save(store, "ext-last", later)
-    assert await store.get(regen) is None
-    assert [s.id for s in (await store.resolve_chain(last)).sessions] == [root, turn, later, last]
-    fields = await fields_of(real_backend, store, last)
-    assert books.number(fields["c"]) == 4 and books.number(fields["r"]) == len(fields) - 1
 
 
 async def test_a_new_leaf_counts_the_fields_its_save_really_added(redis_backend: Any) -> None:

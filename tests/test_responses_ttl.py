@@ -1,11 +1,7 @@
-"""Expiry: one TTL per thread, never shortened, optionally sliding; memory and
-fakeredis on a fake clock, the real servers once with a real short TTL."""
+"""Expiry: one TTL per thread, never shortened, optionally sliding; on the fake clock
+(memory mode, fakeredis). Real TTLs on real servers: tests/test_real_expiry.py."""
 
 from __future__ import annotations
-
-import asyncio
-
-import pytest
 
 from chains import all_keys, build_chain, make_store, record
 from redis_sessions import new_response_id
@@ -67,19 +63,6 @@ async def test_a_shorter_ttl_never_shortens_a_chain(redis_backend):
     assert 0 < await redis_backend.client.pttl(other) <= 10_000
     await long.save(record(new_response_id(x), x))
     assert await redis_backend.client.pttl(other) > 900_000
-
-
-@pytest.mark.parametrize("sliding", [False, True])
-async def test_records_expire_for_real(real_backend, sliding):
-    store = make_store(real_backend, ttl_seconds=1, sliding_ttl=sliding)
-    ids = await build_chain(store, 3)
-    await store.save(record("ext-real", ids[-1]))
-    key = store.keys.thread(thread_of(ids[0]))
-    assert 0 < await real_backend.client.pttl(key) <= 1000
-    assert 0 < await real_backend.client.pttl(store.keys.locator("ext-real")) <= 1000
-    await asyncio.sleep(1.3)
-    assert await store.get(ids[0]) is None and await store.get("ext-real") is None
-    assert await all_keys(real_backend, store) == {}
 
 
 async def test_continuing_a_foreign_parent_keeps_it_readable_by_id(clocked):
