@@ -1,41 +1,46 @@
 """A thread that goes on being written sheds every record nothing needs, whatever its
-number of branches: on real servers, with a real short TTL."""
+number of branches: on the fake clock (``clocked``: the scripts' TIME moves with it),
+so the rate of writes is the test's choice, not this machine's speed."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 
 from chains import make_store, record
 from redis_sessions.ids import thread_of
 
+TTL = 1
+PER_TTL = 400
+"""Leaves saved per TTL: more than the expiry index holds (books.LEAVES_MAX, or about
+240 of minted ids by books.LEAVES_BYTES), so some of them queue."""
+SLACK = 0.1 * TTL
+"""How long past its deadline a leaf may stay: the saves of that time (40 of them, each
+removing up to books.PRUNE) are what removes it."""
 
-async def test_a_thread_of_many_live_branches_still_sheds_its_old_ones(real_backend: Any) -> None:
-    """More live leaves than the expiry index holds (about 240 of minted ids), written
-    continuously under one root with a 1 s TTL: every leaf older than its TTL goes
-    within a bounded time, and the thread's size stays bounded, for as long as it is
-    written (it grew by the leaves the index had no room for, for good)."""
-    store = make_store(real_backend, ttl_seconds=1)
+
+async def test_a_thread_of_many_live_branches_still_sheds_its_old_ones(clocked: Any) -> None:
+    """More live leaves than the expiry index holds, written continuously under one root
+    for three TTLs: at every step no leaf outlives its TTL by more than SLACK, and the
+    thread holds no more than the leaves of the last TTL and SLACK."""
+    store = make_store(clocked, ttl_seconds=TTL)
     root = await store.new_response_id()
     await store.save(record(root, None, "shared system prompt"))
-    saved: list[tuple[float, str]] = []
-    stop = time.monotonic() + 5
-
-    async def writer() -> None:
-        while time.monotonic() < stop:
+    key = store.keys.thread(thread_of(root) or "")
+    saved: dict[str, float] = {}
+    queued_at_most = 0
+    for step in range(3 * 4):  # four looks a TTL
+        for _ in range(PER_TTL // 4):
             rid = await store.new_response_id(root)
             await store.save(record(rid, root, "branch"))
-            saved.append((time.monotonic(), rid))
-            await asyncio.sleep(0.01)
-
-    await asyncio.gather(*(writer() for _ in range(8)))
-    rate = len(saved) / 5
-    assert rate > 300, f"wrote {rate:.0f} leaves a second: too few to overflow the index"
-    key = store.keys.thread(thread_of(root) or "")
-    now = time.monotonic()
-    fields = await real_backend.client.hkeys(key)
-    live = {f.decode()[2:] for f in fields if f.startswith(b"d:")}
-    stale = [rid for at, rid in saved if at < now - 2.5 and rid in live]
-    assert stale == [], f"{len(stale)} of {len(saved)} leaves outlived their TTL by 1.5 s"
-    assert len(live) < 2.5 * rate
+            saved[rid] = clocked.clock.now
+            clocked.clock.advance(TTL / PER_TTL)
+        fields = await clocked.client.hkeys(key)
+        live = {f.decode()[2:] for f in fields if f.startswith(b"d:")} - {root}
+        now = clocked.clock.now
+        assert live <= set(saved)
+        stale = sorted(rid for rid in live if saved[rid] < now - TTL - SLACK)
+        assert stale == [], f"step {step}: {len(stale)} of {len(live)} leaves outlived their TTL by {SLACK} s"
+        assert len(live) <= (TTL + SLACK) * PER_TTL / TTL, f"step {step}: {len(live)} leaves live"
+        queued_at_most = max(queued_at_most, sum(f.startswith(b"o:") for f in fields))
+    assert queued_at_most > 0  # the index overflowed: leaves queued, and the queue kept up
+    assert await store.get(root) is not None
