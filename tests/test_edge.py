@@ -353,39 +353,66 @@ async def test_acl_refusals_and_wrong_passwords_are_their_own_code(own_server: S
 
 
 # -- bounded time ---------------------------------------------------------------------
+OVERRUN = 1.0
+"""How far past its budget a call may end: the guarantee (docs/guarantees.md, "Bounded
+time"). Each call is compared with a plain timer of its budget started beside it, on
+the same event loop or in the same thread pool: how late that timer ends is this
+machine's lateness, not ours, so what the bound leaves is the guarantee's margin alone."""
+
+
+async def timed(call: Any) -> tuple[float, ErrorCode | None]:
+    """How long ``call()`` took, and the code it raised (None: it returned)."""
+    start = time.monotonic()
+    try:
+        await call()
+        return time.monotonic() - start, None
+    except SessionError as exc:
+        return time.monotonic() - start, exc.code
+
+
+def timed_sync(call: Any) -> tuple[float, ErrorCode | None]:
+    start = time.monotonic()
+    try:
+        call()
+        return time.monotonic() - start, None
+    except SessionError as exc:
+        return time.monotonic() - start, exc.code
+
+
+async def beside_a_timer(seconds: float, call: Any) -> tuple[float, ErrorCode | None, float]:
+    """``timed(call)`` in this task, and how long a plain ``asyncio.sleep(seconds)`` (the
+    call's budget) started with it took on this loop."""
+    timer = asyncio.ensure_future(timed(lambda: asyncio.sleep(seconds)))
+    elapsed, code = await timed(call)
+    return elapsed, code, (await timer)[0]
+
+
 @pytest.mark.real
 @pytest.mark.parametrize("timeout", [1.0, 2.5])
 async def test_a_frozen_server_holds_every_call_at_most_its_budget(own_server: Server, timeout: float) -> None:
-    """SIGSTOP with calls in flight: each returns a coded 503 within its budget + 1 s."""
+    """SIGSTOP with calls in flight: each returns a coded 503 within its budget + OVERRUN."""
     store = RedisResponseSessionStore.from_url(own_server.url, key_prefix="frozen", timeout=timeout)
     session = RedisSession.from_url("s", url=own_server.url, key_prefix="frozen", timeout=timeout)
     rid = new_response_id()
     await store.save(record(rid))
     await session.add_items([{"role": "user", "content": "hi"}])
 
-    async def timed(call: Any) -> tuple[float, ErrorCode | None]:
-        start = time.monotonic()
-        try:
-            await call()
-            return time.monotonic() - start, None
-        except SessionError as exc:
-            return time.monotonic() - start, exc.code
-
     own_server.freeze()
     try:
-        results = await asyncio.gather(
+        *results, (timer, _) = await asyncio.gather(
             timed(lambda: store.save(record(new_response_id(rid), parent=rid))),
             timed(lambda: store.resolve_chain(rid)),
             timed(lambda: store.get(rid)),
             timed(lambda: session.add_items([{"role": "user", "content": "again"}])),
             timed(lambda: session.get_items()),
             timed(lambda: session.pop_item()),
+            timed(lambda: asyncio.sleep(timeout)),
         )
     finally:
         own_server.thaw()
     for elapsed, code in results:
         assert code in (ErrorCode.BACKEND_TIMEOUT, ErrorCode.BACKEND_UNAVAILABLE), results
-        assert elapsed <= timeout + 1.0, results
+        assert elapsed <= timer + OVERRUN, (results, timer)
     # Thawed, the same objects work again (redis-py reconnects by itself).
     assert (await store.get(rid)) is not None
     await store.close()
@@ -397,7 +424,7 @@ async def test_a_frozen_server_holds_every_call_at_most_its_budget(own_server: S
 def test_a_frozen_server_holds_every_sync_call_at_most_its_budget(own_server: Server, timeout: float) -> None:
     """The sync API under SIGSTOP, its calls made from threads that share one store, one
     session and one conversation store (as a threaded WSGI server's do): each returns a
-    coded 503 within its budget + 1 s, and once thawed the same objects work again."""
+    coded 503 within its budget + OVERRUN, and once thawed the same objects work again."""
     from concurrent.futures import ThreadPoolExecutor
 
     store = SyncResponseSessionStore.from_url(own_server.url, key_prefix="sfrozen", timeout=timeout)
@@ -408,14 +435,6 @@ def test_a_frozen_server_holds_every_sync_call_at_most_its_budget(own_server: Se
     session.add_items([{"role": "user", "content": "hi"}])
     conv = conversations.create()
 
-    def timed(call: Any) -> tuple[float, ErrorCode | None]:
-        start = time.monotonic()
-        try:
-            call()
-            return time.monotonic() - start, None
-        except SessionError as exc:
-            return time.monotonic() - start, exc.code
-
     calls = [lambda: store.save(record(new_response_id(rid), parent=rid)), lambda: store.resolve_chain(rid),
              lambda: store.get(rid), lambda: session.add_items([{"role": "user", "content": "again"}]),
              lambda: session.get_items(), lambda: session.pop_item(),
@@ -423,13 +442,13 @@ def test_a_frozen_server_holds_every_sync_call_at_most_its_budget(own_server: Se
              lambda: conversations.list_items(conv.id)]
     own_server.freeze()
     try:
-        with ThreadPoolExecutor(len(calls)) as pool:
-            results = list(pool.map(timed, calls))
+        with ThreadPoolExecutor(len(calls) + 1) as pool:
+            *results, (timer, _) = list(pool.map(timed_sync, [*calls, lambda: time.sleep(timeout)]))
     finally:
         own_server.thaw()
     for elapsed, code in results:
         assert code in (ErrorCode.BACKEND_TIMEOUT, ErrorCode.BACKEND_UNAVAILABLE), results
-        assert elapsed <= timeout + 1.0, results
+        assert elapsed <= timer + OVERRUN, (results, timer)
     # Thawed, the same objects work again (redis-py reconnects by itself).
     assert store.get(rid) is not None
     # (what the server read from the timed-out connections before it saw them close may
@@ -447,14 +466,12 @@ async def test_a_caller_given_client_is_bounded_too(own_server: Server) -> None:
     store = RedisResponseSessionStore(client, key_prefix="given", timeout=1.0)
     await store.save(record(new_response_id()))
     own_server.freeze()
-    start = time.monotonic()
     try:
-        with pytest.raises(SessionError) as err:
-            await store.get(new_response_id())
+        elapsed, code, timer = await beside_a_timer(1.0, lambda: store.get(new_response_id()))
     finally:
         own_server.thaw()
-    assert err.value.code is ErrorCode.BACKEND_TIMEOUT
-    assert time.monotonic() - start <= 2.0
+    assert code is ErrorCode.BACKEND_TIMEOUT
+    assert elapsed <= timer + OVERRUN, (elapsed, timer)
     await client.aclose()
 
 
@@ -482,11 +499,9 @@ def _watchdog_books() -> tuple[int, int]:
 
 async def test_a_call_past_its_budget_is_a_timeout_and_leaves_its_task_as_it_was() -> None:
     slow = _Slow(0.1)
-    start = time.monotonic()
-    with pytest.raises(SessionError) as err:
-        await slow.wait()
-    assert err.value.code is ErrorCode.BACKEND_TIMEOUT
-    assert time.monotonic() - start < 0.1 + 2 * budget.WATCH_TICK + 0.5
+    elapsed, code, timer = await beside_a_timer(0.1, slow.wait)  # the call runs in this task
+    assert code is ErrorCode.BACKEND_TIMEOUT
+    assert elapsed <= timer + OVERRUN, (elapsed, timer)  # the watchdog's ticks (WATCH_TICK) are within it
     task = asyncio.current_task()
     assert task is not None and task.cancelling() == 0  # the task goes on, not half cancelled
     assert _watchdog_books() == (0, 0)
@@ -498,7 +513,8 @@ async def test_a_call_past_its_budget_is_a_timeout_and_leaves_its_task_as_it_was
 async def test_a_cancel_from_outside_is_the_callers_not_a_timeout() -> None:
     slow = _Slow(30.0)
     task = asyncio.ensure_future(slow.wait())
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0)  # the call starts: in flight, under its budget
+    assert _watchdog_books() == (1, 0)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -518,12 +534,10 @@ async def test_a_bounded_call_inside_another_runs_under_the_outer_budget() -> No
 
 async def test_a_server_that_is_not_there_is_unavailable_within_the_budget() -> None:
     port = free_port()
-    start = time.monotonic()
     session = create_item_session(SessionConfig(backend="redis", url=f"redis://127.0.0.1:{port}/0", timeout_seconds=1.0), "s")
-    with pytest.raises(SessionError) as err:
-        await session.get_items()
-    assert err.value.code in (ErrorCode.BACKEND_UNAVAILABLE, ErrorCode.BACKEND_TIMEOUT)
-    assert time.monotonic() - start <= 2.0
+    elapsed, code, timer = await beside_a_timer(1.0, session.get_items)
+    assert code in (ErrorCode.BACKEND_UNAVAILABLE, ErrorCode.BACKEND_TIMEOUT)
+    assert elapsed <= timer + OVERRUN, (elapsed, timer)
     await session.close()
 
 
