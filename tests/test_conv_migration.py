@@ -4,12 +4,14 @@ IMPORTING/MIGRATING pair): the key either still on its source or already moved."
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from typing import Any
 
 import pytest
+from redis.asyncio.cluster import RedisCluster
 
-from faultservers import key_slot, start_slot_migration
+from faultservers import admin, key_slot, start_slot_migration
 from redis_sessions import (
     ErrorCode,
     RedisResponseSessionStore,
@@ -31,6 +33,22 @@ async def code_of(call: Any) -> ErrorCode:
     with pytest.raises(SessionError) as err:
         await call
     return err.value.code
+
+
+def tryagains(cluster: Any) -> int:
+    """TRYAGAIN answers the cluster's nodes have given so far (INFO errorstats)."""
+    total = 0
+    for node in cluster.nodes:
+        with admin(node.port) as r:
+            total += int(r.info("errorstats").get("errorstat_TRYAGAIN", {}).get("count", 0))
+    return total
+
+
+async def until_refused(cluster: Any, count: int, deadline: float = 60) -> None:
+    end = time.monotonic() + deadline
+    while tryagains(cluster) < count:
+        assert time.monotonic() < end, f"fewer than {count} TRYAGAIN answers within {deadline} s"
+        await asyncio.sleep(0.01)
 
 
 @pytest.mark.parametrize("moved", [False, True], ids=["on-source", "moved"])
@@ -72,13 +90,16 @@ async def test_a_first_turn_is_saved_once_its_slot_has_migrated(redis_cluster: A
         conv = await conversations.create(items=[msg("a")])
         key = conversations.keys.conversation(conv.id)
         rid = await responses.new_response_id(conversation_id=conv.id)
+        refused = tryagains(redis_cluster)
         migration = start_slot_migration(redis_cluster, key_slot(key))
         try:
             save = asyncio.ensure_future(responses.save(StoredResponseSession(
                 id=rid, conversation_id=conv.id, created_at=1_700_000_000,
                 request=StoredResponseRequestSnapshot(input="b"),
                 response=StoredResponseSnapshot(id=rid, output=[msg("re")]))))
-            await asyncio.sleep(1.0)
+            # Refused more often than redis-py sends one command (its own TRYAGAIN retries):
+            # the store sent the turn again after redis-py gave up on it.
+            await until_refused(redis_cluster, refused + RedisCluster.RedisClusterRequestTTL + 1)
             assert not save.done()  # held back while the slot migrates, not failed
             await asyncio.to_thread(migration.finish)
             await save

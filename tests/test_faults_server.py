@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from typing import Any, Iterator
 
 import pytest
@@ -41,6 +42,14 @@ def lru_server() -> Iterator[FaultServer]:
         yield server
     finally:
         server.close()
+
+
+async def until_idle(client: Redis, key: str, deadline: float = 60) -> None:
+    """Until the server's LRU clock says ``key`` has been idle a second or more."""
+    end = time.monotonic() + deadline
+    while await client.object("idletime", key) < 1:
+        assert time.monotonic() < end, f"{key} was not idle for a second within {deadline} s"
+        await asyncio.sleep(0.1)
 
 
 async def test_eviction_takes_item_sessions_whole_and_never_splits_one(lru_server: FaultServer) -> None:
@@ -87,8 +96,9 @@ async def test_a_compaction_never_drops_an_item_appended_after_its_snapshot_acro
     # any filler, and eviction takes sessions first. Pushing the server just past
     # maxmemory then evicts some of them, never all (with the whole filler at once, a
     # tick between the snapshots and the filler evicted all 300, and nothing was left
-    # to compact).
-    await asyncio.sleep(1.1)
+    # to compact). The server's own idle time of the session read last says it has
+    # ticked (OBJECT IDLETIME leaves the key's LRU alone).
+    await until_idle(client, f"evc:{{s:{sessions[-1].session_id}}}:items")
     filler = b"f" * 50_000
     for i in range(120):
         await client.set(f"filler:{i}", filler)
