@@ -92,6 +92,16 @@ async def _retried(call: Any, seconds: float = 30) -> None:
                 raise
 
 
+async def _until_on_master(pair: Pair, key: str, field: str, seconds: float = 30) -> None:
+    """Until the master has run a write sent as [write, ROLE, WAIT, ROLE]: the commands
+    after it arrived with it, so WAIT is waiting (or, on a machine slower than WAIT's
+    timeout, is over: the call's outcome is the same)."""
+    deadline = time.monotonic() + seconds
+    while pair.command(pair.master, "HEXISTS", key, field) != 1:
+        assert time.monotonic() < deadline, "the write never reached the master"
+        await asyncio.sleep(0.005)
+
+
 def _prefix() -> str:
     return f"acks{time.monotonic_ns()}"
 
@@ -139,7 +149,8 @@ async def test_a_frozen_replica_means_not_replicated_and_the_write_is_on_the_mas
     other = RedisResponseSessionStore.from_url(pair.master.url, key_prefix=store.keys.prefix, replica_acks=1,
                                                replica_ack_timeout=0.3)
     try:
-        await other.save(record(await other.new_response_id()))
+        healthy = await other.new_response_id()
+        await _retried(lambda: other.save(record(healthy)))  # the replica is healthy: only a slow machine says no
         first = await store.new_response_id()
         freezer.freeze(pair.replica)
         with pytest.raises(SessionError) as caught:
@@ -201,7 +212,7 @@ async def test_a_resent_write_is_confirmed_by_offset_not_by_an_empty_wait(pair: 
                                                replica_ack_timeout=0.3)
     try:
         first = await store.new_response_id()
-        await store.save(record(first))  # connects, and loads the script
+        await _retried(lambda: store.save(record(first)))  # connects, and loads the script
         second = await store.new_response_id(first)
         freezer.freeze(pair.replica)
         proxy.arm("drop", match=b"EVALSHA")
@@ -240,14 +251,15 @@ async def test_a_master_stalled_during_wait_is_a_session_error(pair: Pair, freez
                                                replica_ack_timeout=0.5, timeout=10,
                                                redis_kwargs={"socket_timeout": 1.0})
     try:
-        await store.save(record(await store.new_response_id()))  # connects, and loads the script
+        loaded = await store.new_response_id()
+        await _retried(lambda: store.save(record(loaded)))  # connects, and loads the script
         response_id = await store.new_response_id()
         freezer.freeze(pair.replica)
-        started = time.monotonic()
         call = asyncio.ensure_future(store.save(record(response_id)))
-        await asyncio.sleep(0.2)  # the write is done, WAIT waits for the frozen replica
+        key = store.keys.thread(response_id.split("_")[1])
+        await _until_on_master(pair, key, store.keys.data_field(response_id))  # WAIT waits for the frozen replica
         freezer.freeze(pair.master)
-        await asyncio.sleep(2.0 - (time.monotonic() - started))  # past a read's 1 s, and WAIT's 1.5 s of before
+        await asyncio.sleep(2.0)  # past a read's 1 s and REPLAYED_WAIT's 1.5 s (a longer stall changes nothing)
         freezer.thaw(pair.master)
         with pytest.raises(SessionError) as caught:
             await call
