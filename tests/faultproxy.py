@@ -252,7 +252,7 @@ class FaultProxy:
         with self._lock:
             return bytes(self._log).count(pattern)
 
-    async def until_fired(self, n: int = 1, timeout: float = 5.0) -> None:
+    async def until_fired(self, n: int = 1, timeout: float = 30.0) -> None:
         """Wait (on the caller's loop) until ``fired >= n``; TimeoutError otherwise."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout

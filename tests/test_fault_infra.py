@@ -136,22 +136,27 @@ async def test_times_counts_matching_commands_only(proxy: FaultProxy, redis_serv
     assert await c.incr(k) == 5 and proxy.fired == 2
 
 
+HOLD = 60.0
+"""A stall far longer than the client's TIMEOUT: a call that ends before it was ended by
+its own timeout, however slow the machine."""
+
+
 async def test_stall_holds_the_reply_past_the_timeout(proxy: FaultProxy, redis_server: StandaloneServer,
                                                       make_client: Callable[..., Redis]) -> None:
     k = key()
-    proxy.arm("stall", match=b"INCR", hold=5.0)
+    proxy.arm("stall", match=b"INCR", hold=HOLD)
     start = time.monotonic()
     with pytest.raises(RedisTimeoutError):
         await make_client(proxy.url, 0).incr(k)
-    assert time.monotonic() - start < 2  # the client's timeout, not the hold
+    assert time.monotonic() - start < HOLD  # the client's timeout, not the hold
     assert proxy.fired == 1
     assert server_value(redis_server.port, k) == b"1"
 
     k2 = key()
-    proxy.arm("stall", match=b"INCR", hold=5.0)
+    proxy.arm("stall", match=b"INCR", hold=HOLD)
     start = time.monotonic()
     assert await make_client(proxy.url, 3).incr(k2) == 2  # timed out, retried, ran twice
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < HOLD
 
 
 async def test_stall_until_the_client_gives_up(proxy: FaultProxy, make_client: Callable[..., Redis]) -> None:
@@ -266,16 +271,14 @@ async def test_kill_connections_resets_idle_clients(proxy: FaultProxy, make_clie
 async def test_close_with_open_and_stalled_connections(redis_server: StandaloneServer) -> None:
     p = FaultProxy("127.0.0.1", redis_server.port).start()
     idle = Redis.from_url(p.url)
-    stalled = Redis.from_url(p.url, socket_timeout=5, retry=retrying(0))
+    stalled = Redis.from_url(p.url, socket_timeout=HOLD, retry=retrying(0))
     try:
         assert await idle.ping()
-        p.arm("stall", match=b"INCR", hold=10)
+        p.arm("stall", match=b"INCR")  # hold=0: until the connection ends, which only close() does here
         call = asyncio.ensure_future(stalled.incr(key()))
         await p.until_fired()
-        start = time.monotonic()
-        p.close()
-        assert time.monotonic() - start < 2
-        with pytest.raises(RedisConnectionError):
+        p.close()  # raises if its shutdown has not ended the stall within 10 s
+        with pytest.raises(RedisConnectionError):  # the close ended it, long before the client's timeout
             await call
         p.close()  # twice is fine
     finally:
@@ -306,7 +309,7 @@ async def test_freeze_times_out_and_the_command_runs_after_thaw(
         await c.incr(k)
     freezer.thaw(redis_server)
     # the INCR sat in the server's socket buffer: it runs once the server wakes up
-    deadline = time.monotonic() + 2
+    deadline = time.monotonic() + 30
     while server_value(redis_server.port, k) != b"1":
         assert time.monotonic() < deadline
         await asyncio.sleep(0.01)
@@ -405,9 +408,9 @@ async def test_restart_loses_data_and_scripts(fault_servers: Callable[..., Fault
 def test_fault_server_freeze_and_close_while_frozen() -> None:
     srv = FaultServer()
     srv.freeze()
-    start = time.monotonic()
-    srv.close()  # thaws first: no 5 s wait for SIGTERM on a stopped process
-    assert time.monotonic() - start < 3
+    proc = srv.process.proc
+    srv.close()  # thaws first: a stopped process would sit on its SIGTERM until killed
+    assert proc is not None and proc.returncode == 0  # it shut down on SIGTERM, not SIGKILL after 5 s
 
 
 # -- cluster ---------------------------------------------------------------------
