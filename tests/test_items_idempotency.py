@@ -48,6 +48,10 @@ async def stashed(b: Backend) -> list[bytes]:
     return out
 
 
+NEVER = 3600.0
+"""A delay no call here outlives: the reply comes only after the call's budget or timeout."""
+
+
 class Lossy:
     """Loses (or delays) the replies of chosen scripts after they ran.
 
@@ -259,15 +263,19 @@ async def test_retried_replacement_after_a_lost_reply(backend: Backend, lossy: L
 
 
 async def test_retry_after_the_budget_expired(backend: Backend, lossy: Lossy) -> None:
+    """The script runs and its reply never comes in time: the budget ends the call. The
+    budget is long enough for any machine to run the script; the reply waits longer."""
     s = lossy.session(sid="slow")
-    s.timeout = 0.2  # the bounded() budget of every public call
     await s.add_items(msgs(2))
-    lossy.delay["items_add"] = lossy.delay["items_pop"] = 1.0
+    lossy.delay["items_add"] = lossy.delay["items_pop"] = NEVER
+    default, s.timeout = s.timeout, 1.0  # the bounded() budget of every public call
     with expect_error(ErrorCode.BACKEND_TIMEOUT):
         await s.add_items(msgs(1, start=2))
     with expect_error(ErrorCode.BACKEND_TIMEOUT):
         await s.pop_item()
+    assert lossy.ran == ["items_add", "items_add", "items_pop"]  # each ran: only its reply was late
     lossy.delay.clear()
+    s.timeout = default
     assert (await s.pop_item() or {})["content"] == "m2"
     await s.add_items(msgs(1, start=2))
     assert texts(await s.get_items()) == ["m0", "m1", "m2"]
@@ -278,9 +286,9 @@ async def test_retry_after_a_cancellation(backend: Backend, lossy: Lossy) -> Non
     the call in the caller's task from Python 3.12 on) is retried by that task: once."""
     s = lossy.session()
     await s.add_items(msgs(2))
-    lossy.delay["items_pop"] = 5.0
+    lossy.delay["items_pop"] = NEVER
     with pytest.raises(TimeoutError):
-        async with asyncio.timeout(0.3):
+        async with asyncio.timeout(1.0):  # long enough to run the pop on any machine; its reply never comes
             await s.pop_item()
     assert "items_pop" in lossy.ran  # it ran: only its reply was late
     lossy.delay.clear()
