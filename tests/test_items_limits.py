@@ -247,11 +247,15 @@ async def test_writes_after_a_big_pop_stay_cheap(private: Backend) -> None:
     s = make(b)
     await s.add_items([{"blob": "x" * ((1 << 20) - 64)}])
     await s.pop_item()
-    before = (await client.info("commandstats"))["cmdstat_evalsha"]
-    for i in range(20):
-        await s.add_items(msgs(1, start=i))
-    after = (await client.info("commandstats"))["cmdstat_evalsha"]
-    per_add = (after["usec"] - before["usec"]) / (after["calls"] - before["calls"])
+    per_add = float("inf")
+    for round_ in range(12):  # the least of the rounds, as tests/slowlog.py: a descheduled server reads slow
+        before = (await client.info("commandstats"))["cmdstat_evalsha"]
+        for i in range(20):
+            await s.add_items(msgs(1, start=20 * round_ + i))
+        after = (await client.info("commandstats"))["cmdstat_evalsha"]
+        per_add = min(per_add, (after["usec"] - before["usec"]) / (after["calls"] - before["calls"]))
+        if per_add < 1000:
+            break
     assert per_add < 1000, per_add  # a 1 MiB header read and rewritten by each: about 4,000
     assert len(await client.lindex(key_of(b), 0)) < 1024
 
