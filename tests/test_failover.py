@@ -15,8 +15,8 @@ session) is killed with SIGKILL. What must hold:
   writes to its shard succeed again (until then the promoted master has no
   replica, so they fail with ``session.backend.not_replicated``, as they must).
 
-Also here: client options reach every node of a cluster client (a node held busy
-by a Lua loop, a socket timeout from the URL or the config).
+Also here: client options reach every node of a cluster client (a node stopped
+until the calls end, a socket timeout from the URL or the config).
 """
 
 from __future__ import annotations
@@ -26,18 +26,14 @@ import collections
 import gc
 import os
 import signal
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import pytest
-import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from chains import record
-from faultservers import key_slot, slot_owner
+from faultservers import Freezer, freezer, key_slot, slot_owner  # noqa: F401 - fixture
 from redis_sessions import RedisResponseSessionStore, RedisSession, SessionConfig, SessionError, create_item_session
 from redis_sessions.errors import ErrorCode
 from redis_sessions.redis_client import close_client, from_url
@@ -190,36 +186,15 @@ async def test_kill_9_of_a_master_under_load(failover_cluster: ClusterServer) ->
 
 # -- client options reach every node ----------------------------------------------
 
-BUSY = ("local s = redis.call('TIME') local t0 = s[1] * 1000000 + s[2] "
-        "while true do local n = redis.call('TIME') if n[1] * 1000000 + n[2] - t0 > tonumber(ARGV[1]) then break end end "
-        "return 1")
-
-
-def _busy(port: int, seconds: float) -> None:
-    with redis.Redis(port=port, socket_timeout=30) as side:
-        side.eval(BUSY, 0, int(seconds * 1_000_000))
-
-
-def _wait_busy(port: int) -> None:
-    """Until the node no longer answers a PING within 0.1 s: the loop has started."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            with redis.Redis(port=port, socket_timeout=0.1, socket_connect_timeout=0.1,
-                             retry=Retry(NoBackoff(), 0)) as probe:  # redis-py's default retry would wait it out
-                probe.ping()
-        except (redis.TimeoutError, redis.ConnectionError):  # a timeout while connecting is the latter
-            return
-        time.sleep(0.01)
-    raise AssertionError("the busy script did not start")
-
 
 @pytest.mark.real
-async def test_socket_timeouts_from_the_url_and_the_config_reach_a_busy_node(redis_cluster: ClusterServer) -> None:
-    """The node that owns the session's key runs a 4 s Lua loop. With a 0.2 s socket
-    timeout and no call budget, only that timeout can end the call: without it, the
-    call would wait for the loop and succeed. redis-py retries 3 times, so the call
-    fails after about 4 x 0.2 s plus backoff, not 0.2 s."""
+async def test_socket_timeouts_from_the_url_and_the_config_reach_a_stopped_node(redis_cluster: ClusterServer,
+                                                                                freezer: Freezer) -> None:
+    """The node that owns the session's key is stopped (SIGSTOP) until the calls have
+    ended. With a 0.2 s socket timeout and no call budget, only that timeout can end a
+    call: without it, the call would wait for the node, which answers only after the
+    calls have ended. redis-py retries 3 times, so the call fails after about 4 x 0.2 s
+    plus backoff, not 0.2 s."""
     prefix = f"busy{os.getpid()}"
     config = SessionConfig(url=redis_cluster.url, socket_timeout_seconds=0.2, timeout_seconds=None, key_prefix=prefix)
     sessions = [
@@ -233,11 +208,11 @@ async def test_socket_timeouts_from_the_url_and_the_config_reach_a_busy_node(red
             await session.get_items()  # connected, slot map read
             assert {node.connection_kwargs.get("socket_timeout") for node in session.client.get_nodes()} == {0.2}
         owner = slot_owner(redis_cluster, key_slot(f"{prefix}:{{s:b}}:items"))
-        side = threading.Thread(target=_busy, args=(owner.port, 4.0))
-        side.start()
-        await asyncio.to_thread(_wait_busy, owner.port)
-        outcomes = await asyncio.gather(*(s.get_items() for s in sessions), return_exceptions=True)
-        await asyncio.to_thread(side.join)
+        freezer.freeze(owner)
+        try:  # a generous deadline: a call left to wait for the node would otherwise never end
+            outcomes = await asyncio.wait_for(asyncio.gather(*(s.get_items() for s in sessions), return_exceptions=True), 60)
+        finally:
+            freezer.thaw(owner)
         assert [getattr(o, "code", o) for o in outcomes] == [ErrorCode.BACKEND_TIMEOUT] * 3
     finally:
         for session in sessions:
