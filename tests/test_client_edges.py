@@ -32,7 +32,7 @@ def _connections(ports: list[int], name: str) -> int:
 
 
 async def _hung_up(ports: list[int], name: str) -> bool:
-    deadline = time.monotonic() + 5  # the server notices a closed socket on its next event loop turn
+    deadline = time.monotonic() + 30  # the server notices a closed socket on its next event loop turn
     while _connections(ports, name):
         if time.monotonic() > deadline:
             return False
