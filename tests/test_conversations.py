@@ -415,7 +415,7 @@ async def test_the_default_ttl_is_the_configs(redis_backend: Backend) -> None:
     store = RedisConversationStore(redis_backend.client, key_prefix=redis_backend.prefix)
     conv = await store.create()
     ttl = await redis_backend.client.ttl(store.keys.conversation(conv.id))
-    assert 30 * 86400 - 5 <= ttl <= 30 * 86400
+    assert 30 * 86400 - 60 <= ttl <= 30 * 86400  # a minute of slack between the write and this read: not a clock test
     forever = RedisConversationStore(redis_backend.client, key_prefix=redis_backend.prefix, ttl_seconds=None)
     conv = await forever.create()
     assert await redis_backend.client.ttl(forever.keys.conversation(conv.id)) == -1
