@@ -17,6 +17,7 @@ import pytest
 from redis.asyncio import Redis
 
 from chains import record
+from overrun import OVERRUN, beside_a_timer, took, took_sync
 from redis_sessions import (
     ErrorCode,
     MemoryResponseSessionStore,
@@ -353,38 +354,9 @@ async def test_acl_refusals_and_wrong_passwords_are_their_own_code(own_server: S
 
 
 # -- bounded time ---------------------------------------------------------------------
-OVERRUN = 1.0
-"""How far past its budget a call may end: the guarantee (docs/guarantees.md, "Bounded
-time"). Each call is compared with a plain timer of its budget started beside it, on
-the same event loop or in the same thread pool: how late that timer ends is this
-machine's lateness, not ours, so what the bound leaves is the guarantee's margin alone."""
-
-
-async def timed(call: Any) -> tuple[float, ErrorCode | None]:
-    """How long ``call()`` took, and the code it raised (None: it returned)."""
-    start = time.monotonic()
-    try:
-        await call()
-        return time.monotonic() - start, None
-    except SessionError as exc:
-        return time.monotonic() - start, exc.code
-
-
-def timed_sync(call: Any) -> tuple[float, ErrorCode | None]:
-    start = time.monotonic()
-    try:
-        call()
-        return time.monotonic() - start, None
-    except SessionError as exc:
-        return time.monotonic() - start, exc.code
-
-
-async def beside_a_timer(seconds: float, call: Any) -> tuple[float, ErrorCode | None, float]:
-    """``timed(call)`` in this task, and how long a plain ``asyncio.sleep(seconds)`` (the
-    call's budget) started with it took on this loop."""
-    timer = asyncio.ensure_future(timed(lambda: asyncio.sleep(seconds)))
-    elapsed, code = await timed(call)
-    return elapsed, code, (await timer)[0]
+def coded(result: tuple[float, SessionError | None]) -> tuple[float, ErrorCode | None]:
+    """A timed call's time and code (None: it returned)."""
+    return result[0], None if result[1] is None else result[1].code
 
 
 @pytest.mark.real
@@ -399,17 +371,18 @@ async def test_a_frozen_server_holds_every_call_at_most_its_budget(own_server: S
 
     own_server.freeze()
     try:
-        *results, (timer, _) = await asyncio.gather(
-            timed(lambda: store.save(record(new_response_id(rid), parent=rid))),
-            timed(lambda: store.resolve_chain(rid)),
-            timed(lambda: store.get(rid)),
-            timed(lambda: session.add_items([{"role": "user", "content": "again"}])),
-            timed(lambda: session.get_items()),
-            timed(lambda: session.pop_item()),
-            timed(lambda: asyncio.sleep(timeout)),
+        *timed, (timer, _) = await asyncio.gather(  # each call beside a timer of its budget (tests/overrun.py)
+            took(lambda: store.save(record(new_response_id(rid), parent=rid))),
+            took(lambda: store.resolve_chain(rid)),
+            took(lambda: store.get(rid)),
+            took(lambda: session.add_items([{"role": "user", "content": "again"}])),
+            took(lambda: session.get_items()),
+            took(lambda: session.pop_item()),
+            took(lambda: asyncio.sleep(timeout)),
         )
     finally:
         own_server.thaw()
+    results = [coded(t) for t in timed]
     for elapsed, code in results:
         assert code in (ErrorCode.BACKEND_TIMEOUT, ErrorCode.BACKEND_UNAVAILABLE), results
         assert elapsed <= timer + OVERRUN, (results, timer)
@@ -443,9 +416,10 @@ def test_a_frozen_server_holds_every_sync_call_at_most_its_budget(own_server: Se
     own_server.freeze()
     try:
         with ThreadPoolExecutor(len(calls) + 1) as pool:
-            *results, (timer, _) = list(pool.map(timed_sync, [*calls, lambda: time.sleep(timeout)]))
+            *timed, (timer, _) = list(pool.map(took_sync, [*calls, lambda: time.sleep(timeout)]))
     finally:
         own_server.thaw()
+    results = [coded(t) for t in timed]
     for elapsed, code in results:
         assert code in (ErrorCode.BACKEND_TIMEOUT, ErrorCode.BACKEND_UNAVAILABLE), results
         assert elapsed <= timer + OVERRUN, (results, timer)
@@ -467,10 +441,10 @@ async def test_a_caller_given_client_is_bounded_too(own_server: Server) -> None:
     await store.save(record(new_response_id()))
     own_server.freeze()
     try:
-        elapsed, code, timer = await beside_a_timer(1.0, lambda: store.get(new_response_id()))
+        elapsed, error, timer = await beside_a_timer(1.0, lambda: store.get(new_response_id()))
     finally:
         own_server.thaw()
-    assert code is ErrorCode.BACKEND_TIMEOUT
+    assert error is not None and error.code is ErrorCode.BACKEND_TIMEOUT
     assert elapsed <= timer + OVERRUN, (elapsed, timer)
     await client.aclose()
 
@@ -499,8 +473,8 @@ def _watchdog_books() -> tuple[int, int]:
 
 async def test_a_call_past_its_budget_is_a_timeout_and_leaves_its_task_as_it_was() -> None:
     slow = _Slow(0.1)
-    elapsed, code, timer = await beside_a_timer(0.1, slow.wait)  # the call runs in this task
-    assert code is ErrorCode.BACKEND_TIMEOUT
+    elapsed, error, timer = await beside_a_timer(0.1, slow.wait)  # the call runs in this task
+    assert error is not None and error.code is ErrorCode.BACKEND_TIMEOUT
     assert elapsed <= timer + OVERRUN, (elapsed, timer)  # the watchdog's ticks (WATCH_TICK) are within it
     task = asyncio.current_task()
     assert task is not None and task.cancelling() == 0  # the task goes on, not half cancelled
@@ -535,8 +509,8 @@ async def test_a_bounded_call_inside_another_runs_under_the_outer_budget() -> No
 async def test_a_server_that_is_not_there_is_unavailable_within_the_budget() -> None:
     port = free_port()
     session = create_item_session(SessionConfig(backend="redis", url=f"redis://127.0.0.1:{port}/0", timeout_seconds=1.0), "s")
-    elapsed, code, timer = await beside_a_timer(1.0, session.get_items)
-    assert code in (ErrorCode.BACKEND_UNAVAILABLE, ErrorCode.BACKEND_TIMEOUT)
+    elapsed, error, timer = await beside_a_timer(1.0, session.get_items)
+    assert error is not None and error.code in (ErrorCode.BACKEND_UNAVAILABLE, ErrorCode.BACKEND_TIMEOUT)
     assert elapsed <= timer + OVERRUN, (elapsed, timer)
     await session.close()
 
