@@ -6,12 +6,13 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from redis_sessions.server import ApiError, PageQuery, page, page_query
 
 
+@settings(deadline=None)  # no per-example time limit: how fast an example runs is this machine's
 @given(count=st.integers(0, 40), limit=st.integers(1, 100), order=st.sampled_from(["asc", "desc"]))
 def test_following_pages_walks_every_item_once(count: int, limit: int, order: str) -> None:
     items = [{"id": f"msg_{n}"} for n in range(count)]
@@ -42,6 +43,7 @@ def test_queries() -> None:
     assert unknown.value.param == "after"
 
 
+@settings(deadline=None)
 @given(raw=st.text(alphabet="0123456789²٣１৫+- .e", max_size=6) | st.text(max_size=4))
 def test_a_limit_is_ascii_digits_in_range(raw: str) -> None:
     """Any query string's limit is taken if it is ASCII digits from 1 to 100, else a 400
