@@ -19,9 +19,10 @@ from typing import Any, NoReturn, Sequence
 from ..errors import ErrorCode, SessionError
 from ..keys import DEFAULT_PREFIX
 from . import output
+from .arguments import whole
 from .common import DEFAULT_URL, ENV_URL, Missing, Target, check_server, settings
 from .embedded import KINDS as EMBEDDED_KINDS
-from .listing import KINDS as LIST_KINDS
+from .listing import KINDS as LIST_KINDS, MAX_LIMIT, parse_cursor
 from .purge import IDLE_HELP
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_BACKEND, EXIT_FAILED = 0, 1, 2, 3, 4
@@ -122,8 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
                       LIST_HELP)
     listing.add_argument("kind", choices=LIST_KINDS, help="what to list")
     listing.add_argument("--match", default="", metavar="ID_PREFIX", help="only ids that start with ID_PREFIX")
-    listing.add_argument("--limit", type=_count, default=100, help="ids per page, about (default 100)")
-    listing.add_argument("--cursor", default=None, help="continue where the page that printed it stopped")
+    listing.add_argument("--limit", type=whole(1, MAX_LIMIT), default=100,
+                         help=f"ids per page, at most (1-{MAX_LIMIT}, default 100)")
+    listing.add_argument("--cursor", type=parse_cursor, default=None,
+                         help="continue where the page that printed it stopped")
 
     show = command("show", "one stored response, decoded, with its TTL and size")
     show.add_argument("id", help="response id")
@@ -178,13 +181,14 @@ EMBEDDED_HELP = ("without --url: which server to start (default auto: redis-serv
 
 LIST_HELP = """\
 Print ids one per line (--json: {"ids": [...], "cursor": ...}), found with SCAN
-on every primary, a page at a time: a page stops at the end of the SCAN batch
-that reaches --limit, so it holds about --limit ids and the cursor loses none.
-While there are more, the cursor to continue is printed (on stderr; in the
-JSON). Only live things are listed: a thread with responses, an item session
-with items, a conversation not deleted. 'threads' prints thread ids (the 16 hex
-digits in a minted response id); 'responses' reads each thread's ids in
-HSCAN pages."""
+on every primary, a page at a time: at most --limit ids a page, never more than
+one SCAN batch (and one HSCAN batch) read besides them. While there are more,
+the cursor to continue is printed (on stderr; in the JSON). It loses nothing: an
+id there the whole time is listed at least once (one the key space moved under
+may be listed twice). Only live things are listed: a thread with responses, an
+item session with items, a conversation not deleted. 'threads' prints thread
+ids (the 16 hex digits in a minted response id); 'responses' reads each
+thread's ids in HSCAN batches, and its cursor can stop inside a thread."""
 
 STATS_HELP = """\
 Count what a prefix holds, found with SCAN on every primary: responses and
