@@ -162,6 +162,13 @@ def _print(target: Target, kind: str, found: list[str], more: str | None) -> Non
     output.note(f"{output.plural(len(found), what)} of prefix {target.prefix!r}{tail}")
 
 
+def _again(stopped: Batch | None, end: int) -> str | None:
+    """The id to go on from in a batch a page stopped in (``stopped``), read again and ending
+    at ``end``: its first unlisted id if it ends where it did (the same keys), else None (the
+    key space changed under it: list all of it again)."""
+    return stopped.first if stopped is not None and stopped.end == end else None
+
+
 class _Full(Exception):
     """The page holds ``--limit`` ids and there is at least one more: stop at ``at``."""
 
@@ -180,6 +187,10 @@ class _Pager:
     failures: Failures
     found: list[str] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        self.kinds = KeyKinds(self.keys)
+        self.pattern = _pattern(self.keys, self.kind, self.match)
+
     async def page(self, start: Position) -> tuple[list[str], Position | None]:
         """Up to ``limit`` ids from ``start``, and where the next page starts (None: the end)."""
         node, scan, resume = start.node, start.scan, start
@@ -195,20 +206,17 @@ class _Pager:
 
     async def _batch(self, node: int, scan: int, resume: Position) -> int:
         """List one SCAN batch (from ``resume`` on, if it is this batch again); its end cursor."""
-        pattern = _pattern(self.keys, self.kind, self.match)
-        kinds = KeyKinds(self.keys)
-        end, names = await scan_step(self.client, pattern, self.nodes[node], scan, count=_count(self.limit))
-        keys = [k for k in map(kinds.classify, names) if k.kind == _KEY_KIND[self.kind]]
-        again = resume.batch is not None and resume.batch.end == end
+        end, names = await scan_step(self.client, self.pattern, self.nodes[node], scan, count=_count(self.limit))
+        keys = [k for k in map(self.kinds.classify, names) if k.kind == _KEY_KIND[self.kind]]
+        first = _again(resume.batch, end)
         for key in sorted(await self._live(keys), key=lambda k: k.ident):
-            if again and resume.batch is not None and key.ident < resume.batch.first:
+            if first is not None and key.ident < first:
                 continue
             here = Position(node, scan, Batch(scan, end, key.ident))
             if self.kind != "responses":
                 self._take(key.ident, here)
                 continue
-            within = resume if again and resume.batch is not None and key.ident == resume.batch.first else Position()
-            await self._thread(key.name, here, within)
+            await self._thread(key.name, here, resume if key.ident == first else Position())
         return end
 
     def _take(self, ident: str, here: Position) -> None:
@@ -227,9 +235,9 @@ class _Pager:
             async with translate_errors(f"HSCAN {thread!r}"):
                 end, page = await self.client.hscan(thread, hscan, match=match, count=2 * _count(self.limit))
             end = int(end)
-            again = fields is not None and fields.end == end
+            first = _again(fields, end)
             for rid in sorted(as_text(name)[len(data):] for name in page):
-                if again and fields is not None and rid < fields.first:
+                if first is not None and rid < first:
                     continue
                 self._take(rid, Position(here.node, here.scan, here.batch, hscan, Batch(hscan, end, rid)))
             if end == 0:
