@@ -181,8 +181,9 @@ async def test_list_pages_through_everything_live_with_a_cursor(url: str) -> Non
         if cursor is None:
             break
     expected = {rid.split("_")[1] for rid in minted} | {_thread_of(url, prefix)}
+    # Each one at least once: other tests' keys on this server may come and go between pages, and a
+    # page that stopped in a batch they changed lists it again (once each: test_cli_pages.py, privately).
     assert set(threads) == expected and pages >= 3
-    assert len(threads) == len(set(threads))  # no key changed: SCAN returned each once
 
     responses = run_json("list", "responses", "--limit", "1000", *args)
     assert set(responses["ids"]) == set(minted) | {seeded["second"], "ext-root"} and responses["cursor"] is None
