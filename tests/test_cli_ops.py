@@ -181,8 +181,9 @@ async def test_list_pages_through_everything_live_with_a_cursor(url: str) -> Non
         if cursor is None:
             break
     expected = {rid.split("_")[1] for rid in minted} | {_thread_of(url, prefix)}
+    # Each one at least once: other tests' keys on this server may come and go between pages, and a
+    # page that stopped in a batch they changed lists it again (once each: test_cli_pages.py, privately).
     assert set(threads) == expected and pages >= 3
-    assert len(threads) == len(set(threads))  # no key changed: SCAN returned each once
 
     responses = run_json("list", "responses", "--limit", "1000", *args)
     assert set(responses["ids"]) == set(minted) | {seeded["second"], "ext-root"} and responses["cursor"] is None
@@ -326,9 +327,8 @@ async def test_exit_codes_are_consistent(redis_server: Any) -> None:
                              (["stats", "--url", "foo://x"], None),
                              (["stats", "--url", redis_server.url.replace("/0", "/99")], None)):
         result = run(*command, *(args if "--url" not in command else ["--prefix", prefix]), env=environ, code=2)
-        last = result.stderr.strip().splitlines()[-1]  # argparse prints its usage lines first
-        assert last.startswith(("error: session.input.invalid: ", "error: session.id.invalid: ", "redis-sessions "))
-        assert "error: " in last
+        assert_one_line_error(result, 2)  # a usage error too: no usage lines before it
+        assert result.stderr.startswith(("error: session.input.invalid: ", "error: session.id.invalid: "))
     down = run("stats", "--url", f"redis://127.0.0.1:{closed_port()}/0", code=3)
     assert_one_line_error(down, 3)
     client = client_for(redis_server.url)
@@ -399,7 +399,7 @@ async def test_output_reads_as_english(redis_server: Any) -> None:
     assert "1 turn, 2 input items for the next request" in single
     assert "1 item, TTL " in run("items", "s-live", *args).stdout
     bad = run("chain", "x", "--max-depth", "lots", *args, code=2).stderr
-    assert "must be a whole number, got 'lots'" in bad and "_" + "positive" not in bad and "_count" not in bad
+    assert "must be a whole number from 1 to 100,000, got 'lots'" in bad and "_" + "positive" not in bad and "_count" not in bad
     plan = run("purge", "--dry-run", *args).stdout
     # the deleted conversation's key stays 30 s to answer a re-sent delete: 1 or 2 conversations
     assert re.search(r"\([12] conversations?, 2 item sessions, 1 locator, 2 threads\)", plan), plan

@@ -18,10 +18,13 @@ from typing import Any, NoReturn, Sequence
 
 from ..errors import ErrorCode, SessionError
 from ..keys import DEFAULT_PREFIX
+from ..responses.store import MAX_DEPTH_LIMIT
+from ..validate import MAX_TTL_SECONDS
 from . import output
+from .arguments import seconds, whole
 from .common import DEFAULT_URL, ENV_URL, Missing, Target, check_server, settings
 from .embedded import KINDS as EMBEDDED_KINDS
-from .listing import KINDS as LIST_KINDS
+from .listing import KINDS as LIST_KINDS, MAX_LIMIT, parse_cursor
 from .purge import IDLE_HELP
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_BACKEND, EXIT_FAILED = 0, 1, 2, 3, 4
@@ -56,26 +59,16 @@ examples:
   redis-sessions purge --idle-older-than 2592000 --dry-run   (what would go: last written over 30 days ago)"""
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 class _Parser(argparse.ArgumentParser):
-    """Usage errors as one JSON line too, when the command line asks for --json."""
+    """A usage error is the one coded line every error is (``session.input.invalid``,
+    exit 2), as JSON when the command line asks for --json."""
 
     json_errors = False
 
     def error(self, message: str) -> NoReturn:
-        if _Parser.json_errors:
-            output.error(f"{self.prog}: {message}", code=ErrorCode.INPUT_INVALID.value, as_json=True)
-            sys.exit(EXIT_USAGE)
-        super().error(message)
+        output.error(f"{self.prog}: {message} (see {self.prog} --help)", code=ErrorCode.INPUT_INVALID.value,
+                     as_json=_Parser.json_errors)
+        sys.exit(EXIT_USAGE)
 
 
 def _common(defaults: bool) -> _Parser:
@@ -111,39 +104,44 @@ def build_parser() -> argparse.ArgumentParser:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
 
     demo = command("demo", "run worker processes serving many conversations, then check every one", DEMO_HELP)
-    demo.add_argument("--workers", type=_count, default=4, help="worker processes (default 4)")
-    demo.add_argument("--conversations", type=_count, default=60, help="conversations (default 60)")
-    demo.add_argument("--turns", type=_count, default=8, help="turns per conversation (default 8)")
-    demo.add_argument("--ttl", type=_count, default=3600, help="TTL of the demo's records in seconds (default 3600)")
-    demo.add_argument("--seed", type=int, default=0, help="seed for the choice of workers (default 0)")
+    demo.add_argument("--workers", type=whole(1, 100), default=4, help="worker processes (1-100, default 4)")
+    demo.add_argument("--conversations", type=whole(1, 10_000), default=60, help="conversations (1-10000, default 60)")
+    demo.add_argument("--turns", type=whole(1, 1_000), default=8, help="turns per conversation (1-1000, default 8)")
+    demo.add_argument("--ttl", type=whole(1, MAX_TTL_SECONDS), default=3600,
+                      help="TTL of the demo's records in seconds (at most a century, default 3600)")
+    demo.add_argument("--seed", type=whole(0, 2**63 - 1), default=0, help="seed for the choice of workers (default 0)")
     demo.add_argument("--embedded", choices=EMBEDDED_KINDS, default=None, help=EMBEDDED_HELP)
 
     listing = command("list", "ids of threads, responses, item sessions or conversations, a page at a time",
                       LIST_HELP)
     listing.add_argument("kind", choices=LIST_KINDS, help="what to list")
     listing.add_argument("--match", default="", metavar="ID_PREFIX", help="only ids that start with ID_PREFIX")
-    listing.add_argument("--limit", type=_count, default=100, help="ids per page, about (default 100)")
-    listing.add_argument("--cursor", default=None, help="continue where the page that printed it stopped")
+    listing.add_argument("--limit", type=whole(1, MAX_LIMIT), default=100,
+                         help=f"ids per page, at most (1-{MAX_LIMIT}, default 100)")
+    listing.add_argument("--cursor", type=parse_cursor, default=None,
+                         help="continue where the page that printed it stopped")
 
     show = command("show", "one stored response, decoded, with its TTL and size")
     show.add_argument("id", help="response id")
 
     chain = command("chain", "the chain resolve_chain rebuilds for a response id")
     chain.add_argument("id", help="response id (the previous_response_id of the next request)")
-    chain.add_argument("--max-depth", type=_count, default=None, help="longest chain to accept (default: the store's, 64)")
+    chain.add_argument("--max-depth", type=whole(1, MAX_DEPTH_LIMIT), default=None,
+                       help=f"longest chain to accept (1-{MAX_DEPTH_LIMIT}, default: the store's, 64)")
     chain.add_argument("--include-incomplete", action="store_true", help="accept turns that are not completed")
 
     items = command("items", "an item session's items")
     items.add_argument("session_id", help="item session id")
-    items.add_argument("--limit", type=_count, default=None, help="only the last N items")
+    items.add_argument("--limit", type=whole(1, MAX_LIMIT), default=None, help=f"only the last N items (1-{MAX_LIMIT})")
 
     conversation = command("conversation", "one conversation (Conversations API): its metadata and items")
     conversation.add_argument("id", help="conversation id (conv_...)")
-    conversation.add_argument("--limit", type=_count, default=20, help="items to show, oldest first (1-100, default 20)")
+    conversation.add_argument("--limit", type=whole(1, 100), default=20, help="items to show, oldest first (1-100, default 20)")
     conversation.add_argument("--after", default=None, metavar="ITEM_ID", help="start after this item (the last one a page showed)")
 
     stats = command("stats", "counts, memory and TTLs of everything under a prefix (SCAN on every primary)", STATS_HELP)
-    stats.add_argument("--sample", type=int, default=200, help="keys to measure with MEMORY USAGE (default 200)")
+    stats.add_argument("--sample", type=whole(0, 1_000_000), default=200,
+                       help="keys to measure with MEMORY USAGE (0-1000000, default 200)")
 
     delete = command("delete", "delete one response (its descendants stay and then end at a gap)")
     delete.add_argument("id", help="response id")
@@ -153,7 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     purge = command("purge", "delete the keys of a prefix (responses, item sessions and conversations): all, or only idle ones",
                     PURGE_HELP)
-    purge.add_argument("--idle-older-than", type=float, default=None, metavar="SECONDS", help=IDLE_HELP)
+    purge.add_argument("--idle-older-than", type=seconds(MAX_TTL_SECONDS), default=None, metavar="SECONDS",
+                       help=IDLE_HELP)
     purge.add_argument("--dry-run", action="store_true", help="print every key that would go, delete nothing")
     purge.add_argument("--yes", action="store_true", help="do not ask (for scripts); required when stdin is not a terminal")
     return parser
@@ -178,13 +177,14 @@ EMBEDDED_HELP = ("without --url: which server to start (default auto: redis-serv
 
 LIST_HELP = """\
 Print ids one per line (--json: {"ids": [...], "cursor": ...}), found with SCAN
-on every primary, a page at a time: a page stops at the end of the SCAN batch
-that reaches --limit, so it holds about --limit ids and the cursor loses none.
-While there are more, the cursor to continue is printed (on stderr; in the
-JSON). Only live things are listed: a thread with responses, an item session
-with items, a conversation not deleted. 'threads' prints thread ids (the 16 hex
-digits in a minted response id); 'responses' reads each thread's ids in
-HSCAN pages."""
+on every primary, a page at a time: at most --limit ids a page, never more than
+one SCAN batch (and one HSCAN batch) read besides them. While there are more,
+the cursor to continue is printed (on stderr; in the JSON). It loses nothing: an
+id there the whole time is listed at least once (one the key space moved under
+may be listed twice). Only live things are listed: a thread with responses, an
+item session with items, a conversation not deleted. 'threads' prints thread
+ids (the 16 hex digits in a minted response id); 'responses' reads each
+thread's ids in HSCAN batches, and its cursor can stop inside a thread."""
 
 STATS_HELP = """\
 Count what a prefix holds, found with SCAN on every primary: responses and

@@ -153,8 +153,6 @@ def _item_table(rows: list[tuple[str, Any]], first: str) -> None:
 # -- conversation ------------------------------------------------------------
 async def conversation(target: Target, conversation_id: str, limit: int, after: str | None) -> int:
     """A conversation as the Conversations API shows it, with a page of its items, oldest first."""
-    if limit > 100:
-        raise SessionError(ErrorCode.INPUT_INVALID, f"--limit is at most 100 items a page, got {limit}")
     store = target.conversations()
     try:
         conv = await store.get(conversation_id)
