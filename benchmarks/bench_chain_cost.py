@@ -31,7 +31,7 @@ from redis_sessions import RedisResponseSessionStore, StoredResponseSession
 from redis_sessions.codec import decode_session
 from redis_sessions.responses.chain import build_snapshot
 from redis_sessions.ids import thread_of
-from redis_sessions.redis_client import bounded
+from redis_sessions.budget import bounded
 from redis_sessions.responses.protocol import INLINE_BYTES
 from redis_sessions.responses.redis_engine import WALK_STEPS
 from redis_sessions.responses.names import NAMES_MIN

@@ -1,386 +1,118 @@
--- Shared by chain_save.lua, chain_save_turn.lua, chain_delete.lua and a walk that slides
--- a TTL: redis_sessions/scripts.py puts this file in front of each, after
--- lua/chain_jumps.lua (Redis scripts cannot load one another). A walk that slides
--- nothing has only chain_jumps.lua in front: every function defined here is made anew
--- on every call of a script that carries it, which cost a plain walk 3-4 us.
--- A save is split in two so that a script saving into two keys makes every check
--- of both before its first write: save_check reads and decides, save_write writes.
--- A is the save's arguments, as chain_save.lua documents them (ARGV[1..13]).
+-- Shared by the chain scripts (redis_sessions/scripts.py puts this file in front of each).
+-- A thread is ONE hash (docs/key-layout.md has the whole layout, data format 1):
+--   h       "1 <largest> <books> <cursor> <next>": the data format; the largest record the
+--           thread has held (bytes: what a read sizes its HMGETs by); '1' when the thread
+--           keeps the books of per-response expiry; where the sweep goes on (an HSCAN
+--           cursor) and the server time (ms) it may next run
+--   ops     the tokens of the thread's recent writes (lua/tokens.lua)
+--   d:<id>  a record (redis_sessions/codec.py)     p:<id>  its parent ('' for a root)
+--   e:<id>  a leaf's deadline, ms ('0': never); on a record with children, 's<ms>': the
+--           deadline a sliding read gave it, for when its children are gone
+--   k:<id>  how many children a record has, when two or more
+--   l:<id>  until when (ms) the locators of the record's ancestors minted elsewhere last
+-- Per-response expiry: a record goes once it is a leaf past its deadline, so every
+-- ancestor of a live record stays. Saves find such leaves with a sweep over the thread's
+-- e: fields (HSCAN, sized by the largest record, since Redis copies the values of every
+-- field it visits), at most once every SWEEP_GAP_MS unless the last one found work, and
+-- remove at most PRUNE records a call.
+local FORMAT = '1'
+local PRUNE, SWEEP_BYTES, SWEEP_COUNT, SWEEP_GAP_MS, COVER_STEPS = 8, 1048576, 1024, 1000, 256
 
--- Per-response expiry: threads stop growing (redis_sessions/keys.py has the layout).
--- A record is removed once it is a leaf (no children) whose deadline has passed;
--- a record with children is kept by them, so every ancestor of a live record stays.
---   e:<id>  the deadline (ms) of a leaf: its save, or a sliding read, plus the TTL
---   k:<id>  how many children a record has, when two or more (no e: and no k:: one)
---   s:<id>  the deadline a sliding read gave a record that has children (kept for
---           when its children are gone)
---   L       the leaves by deadline, "<13-digit deadline> <id>\n" each, soonest first:
---           at most LEAVES_MAX of them and LEAVES_BYTES bytes
---   o:<id>  a leaf L had no room for, queued: "<13-digit deadline as queued>[ <next id>]"
---   O       that queue's ends, "<first id> <last id>": leaves join it at the back in the
---           order they are indexed, which is their deadlines' order but for a leaf needed
---           again (its o: field tells the deadline it was queued with) or one a child's
---           removal made a leaf with an older deadline (kept until those ahead of it go)
---   c       how many records the thread holds
---   r       how many fields the thread held after the last write that kept these books:
---           a thread whose count differs was written by something that does not keep
---           them (a version before this one), and stops removing records for good
--- Kept by saves of ids minted for the thread (redis_sessions/responses/names.py):
---   n:<id>  the names of a deep record's ancestors, parent first, to the root, 16 bytes
---           each (the random part of an id minted for this thread, packed): what the walk
---           (lua/chain_walk.lua) hands the reader in one read, for it to HMGET the records
---           and check that they link up. A worker's save under the chain it has just
---           resolved starts one (the names come with the save); a save under a record that
---           keeps one carries it on, and the parent's goes: one list per branch's tip.
--- Kept by saves with a TTL, for the locators of ids minted elsewhere (keys.py), which
--- must live as long as their records, and a record lives as long as a descendant does:
---   l:<id>  a record with an ancestor minted elsewhere: the locators of all those ancestors
---           last at least until this time (ms). A save under P renews P's locator (the
---           store does, after the script) and, where l:P will not last the new record's
---           TTL, walks up renewing the ancestors' (cover_walk, below): once a TTL per
---           path, so a locator lasts two TTLs from its renewal. A record without l: has
---           no such ancestor (or was saved by a version before it).
--- Kept by every save, books or not:
---   m       "<bytes> <stamp>": the largest record the thread has held, as of the save
---           that wrote the last-write stamp w it names. A save by anything that does
---           not keep m (a version before it) writes another w, and m no longer counts:
---           the walk (lua/chain_walk.lua) then sizes each record it passes, and saves
---           drop m and stop keeping it, as they stop the books. Removing records leaves
---           it an upper bound; deleting the thread's last record deletes it.
--- Removal is bounded: a save removes at most PRUNE leaves (a leaf whose removal makes
--- its parent a leaf past its deadline counts again), visits at most PRUNE_VISITS of L's
--- and as many of the queue's, and walks L's LEAVES_MAX entries at most. Every leaf is
--- indexed, in L or in the queue, so every one goes once past its deadline while saves
--- go on, however many branches the thread has; the queue holds one entry per record
--- at most (its o: field says it is in), and an entry of a record that is no longer a
--- leaf leaves it when its turn comes.
-local PRUNE, PRUNE_VISITS, LEAVES_MAX, LEAVES_BYTES = 8, 16, 256, 16384
-
--- One TTL for the whole thread, never shortened, so no ancestor expires before a
--- descendant: GT sets only a later deadline, and a key without one keeps none. A key
--- that did not exist before this script has none to compare with (``made``).
-local function ttl_lengthened(key, ttl, made)
-  if made then redis.call('PEXPIRE', key, ttl) else redis.call('PEXPIRE', key, ttl, 'GT') end
+-- The header's parts (nil: no header; false: another data format or unreadable).
+local function header(h)
+  if not h then return nil end
+  local v, largest, books, cursor, nxt = string.match(h, '^(%d+) (%d+) ([01]) (%d+) (%d+)$')
+  if v ~= FORMAT then return false end
+  return {largest = tonumber(largest), books = books == '1', cursor = cursor, nxt = tonumber(nxt)}
 end
 
--- The books as they stand: mode 'new' (no record yet), 'on' (kept), 'off' (none: a
--- thread from before them, or one they were stopped for), 'taint' (something that does
--- not keep them wrote past them); L, c, which of L, c, r exist (for books_close), and
--- the thread's field count. Made from that count and the fields r, c, L, ops and w,
--- which a caller may have read in its own first read (books_read reads them).
-local function books_of(len, r, c, L, ops, w)
-  local b = {L = L or '', c = tonumber(c or '') or 0, has_r = r and 1 or 0,
-             has_c = c and 1 or 0, has_L = L and 1 or 0, len = len}
-  local rn = tonumber(r or '')
-  if len == 0 then
-    b.mode = 'new'
-  elseif not rn then
-    -- no record (only the ring, or the stamp): as good as new
-    b.mode = (len == (ops and 1 or 0) + (w and 1 or 0)) and 'new' or 'off'
-  elseif rn ~= len - 1 then
-    b.mode = 'taint'
-  else
-    b.mode = 'on'
-  end
-  return b
+local function header_text(hd)
+  return FORMAT .. ' ' .. hd.largest .. ' ' .. (hd.books and '1' or '0') .. ' ' .. hd.cursor .. ' '
+         .. string.format('%.0f', hd.nxt)
 end
 
--- The fields books_of is made from, in its order: a caller's first read starts with them.
-local BOOK_FIELDS = {'r', 'c', 'L', 'ops', 'w'}
-
-local function books_read(key)
-  return books_of(redis.call('HLEN', key), unpack(redis.call('HMGET', key, unpack(BOOK_FIELDS))))
+-- The refusal of a key this version does not read: another data format, or one from before
+-- the first (records without a header).
+local function unsupported(key, h)
+  local told = h and string.match(h, '^(%d+) ')
+  return redis.error_reply('RSVERSION ' .. key .. (told and (' is in data format ' .. told) or
+                           ' was written before the first data format') .. '; this version reads format ' .. FORMAT)
 end
-
-local function leaves_remove(L, id)
-  local at = string.find(L, ' ' .. id .. '\n', 1, true)
-  if not at then return L end
-  return string.sub(L, 1, at - 14) .. string.sub(L, at + #id + 2)
-end
-
--- L with the leaf in its place, and true; or L as it was, and false, when L is full.
-local function leaves_insert(L, id, deadline)
-  local entry = string.format('%013.0f', deadline) .. ' ' .. id .. '\n'
-  if #L + #entry > LEAVES_BYTES then return L, false end
-  local pos, at, n = 1, nil, 0
-  while pos <= #L and n < LEAVES_MAX do
-    if not at and tonumber(string.sub(L, pos, pos + 12)) > deadline then at = pos end
-    pos = string.find(L, '\n', pos, true) + 1
-    n = n + 1
-  end
-  if n == LEAVES_MAX then return L, false end
-  at = at or pos
-  return string.sub(L, 1, at - 1) .. entry .. string.sub(L, at), true
-end
-
--- A leaf L has no room for joins the queue at the back, unless it is in it already (its
--- turn then finds its new deadline).
-local function queue_push(key, id, deadline)
-  if redis.call('HEXISTS', key, 'o:' .. id) == 1 then return end
-  local queued = string.format('%013.0f', deadline)
-  local ends = redis.call('HGET', key, 'O')
-  if not ends then
-    redis.call('HSET', key, 'o:' .. id, queued, 'O', id .. ' ' .. id)
-    return
-  end
-  local first, last = string.match(ends, '^(%S+) (%S+)$')
-  local link = redis.call('HGET', key, 'o:' .. last) or queued
-  redis.call('HSET', key, 'o:' .. last, string.sub(link, 1, 13) .. ' ' .. id, 'o:' .. id, queued,
-             'O', first .. ' ' .. id)
-end
-
--- A leaf indexed: in L, or in the queue when L is full.
-local function leaf_indexed(key, L, id, deadline)
-  local fits
-  L, fits = leaves_insert(L, id, deadline)
-  if not fits then queue_push(key, id, deadline) end
-  return L
-end
-
--- A leaf needed again: its deadline moves to ``deadline``, and its place in L with it.
--- Returns L, and whether ``id`` is a leaf at all (if not, nothing changed).
-local function leaf_renewed(key, L, id, deadline)
-  if redis.call('HEXISTS', key, 'e:' .. id) == 0 then return L, false end
-  redis.call('HSET', key, 'e:' .. id, string.format('%.0f', deadline))
-  return leaf_indexed(key, leaves_remove(L, id), id, deadline), true
-end
-
--- P gained a child.
-local function child_added(key, P, L)
-  if redis.call('HDEL', key, 'e:' .. P) == 1 then return leaves_remove(L, P) end
-  local k = tonumber(redis.call('HGET', key, 'k:' .. P) or '')
-  redis.call('HSET', key, 'k:' .. P, k and k + 1 or 2)
-  return L
-end
-
--- P lost a child whose deadline was ``deadline``: with none left it is a leaf, needed
--- until the later of that deadline and its own sliding read.
-local function child_removed(key, P, deadline, L)
-  if redis.call('HEXISTS', key, 'p:' .. P) == 0 then return L end  -- P itself is gone
-  local k = tonumber(redis.call('HGET', key, 'k:' .. P) or '')
-  if k then
-    if k > 2 then redis.call('HSET', key, 'k:' .. P, k - 1) else redis.call('HDEL', key, 'k:' .. P) end
-    return L
-  end
-  local s = tonumber(redis.call('HGET', key, 's:' .. P) or '')
-  if s and s > deadline then deadline = s end
-  redis.call('HDEL', key, 's:' .. P)
-  redis.call('HSET', key, 'e:' .. P, string.format('%.0f', deadline))
-  return leaf_indexed(key, L, P, deadline)
-end
-
--- Whether L's soonest leaf is past its deadline (Redis's rule: alive through its
--- deadline millisecond).
-local function leaf_due(L, now)
-  return #L > 0 and tonumber(string.sub(L, 1, 13)) < now
-end
-
--- A leaf past its deadline ``e`` goes; its parent may become a leaf.
-local function leaf_removed(key, id, e, L)
-  local parent = redis.call('HGET', key, 'p:' .. id)
-  redis.call('HDEL', key, 'd:' .. id, 'p:' .. id, 'e:' .. id, 'j:' .. id, 'n:' .. id, 'l:' .. id)
-  if parent and parent ~= '' then L = child_removed(key, parent, e, L) end
-  return L
-end
-
--- The queue's first entry leaves it: removed if past its deadline, queued again if it was
--- needed again since it was queued. Returns L, whether it went, and false when the entry
--- stays (a leaf in its deadline's order, not yet due: nor are those behind it).
-local function queue_visit(key, L, now)
-  local first, last = string.match(redis.call('HGET', key, 'O'), '^(%S+) (%S+)$')
-  local link = redis.call('HGET', key, 'o:' .. first) or ''
-  local queued, after = tonumber(string.sub(link, 1, 13)) or 0, string.sub(link, 15)
-  local e = tonumber(redis.call('HGET', key, 'e:' .. first) or '')
-  if e and e >= now and e <= queued then return L, false, false end
-  redis.call('HDEL', key, 'o:' .. first)
-  if after == '' then redis.call('HDEL', key, 'O') else redis.call('HSET', key, 'O', after .. ' ' .. last) end
-  if not e then return L, false, true end  -- no longer a leaf, or gone
-  if e < now then return leaf_removed(key, first, e, L), true, true end
-  return leaf_indexed(key, leaves_remove(L, first), first, e), false, true  -- (a sliding read may have put it in L)
-end
-
--- Remove up to PRUNE leaves whose deadline has passed, L's first. Returns L and how many
--- records went.
-local function prune(key, L, now)
-  local gone = 0
-  for _ = 1, PRUNE_VISITS do
-    if gone >= PRUNE or not leaf_due(L, now) then break end
-    local eol = string.find(L, '\n', 15, true)
-    local id = string.sub(L, 15, eol - 1)
-    L = string.sub(L, eol + 1)
-    local e = tonumber(redis.call('HGET', key, 'e:' .. id) or '')
-    if e and e < now then
-      L = leaf_removed(key, id, e, L)
-      gone = gone + 1
-    elseif e then
-      L = leaf_indexed(key, L, id, e)
-    end
-  end
-  for _ = 1, PRUNE_VISITS do
-    if gone >= PRUNE or redis.call('HEXISTS', key, 'O') == 0 then break end
-    local went, moved
-    L, went, moved = queue_visit(key, L, now)
-    if went then gone = gone + 1 end
-    if not moved then break end
-  end
-  return L, gone
-end
-
--- The books' last write: L, the record count, and the field count the thread will
--- have once this HSET is done (L, c and r are the only fields it adds or removes).
-local function books_close(key, L, c, b)
-  local len = redis.call('HLEN', key)
-  local after = len + (1 - b.has_c) + (1 - b.has_r)
-  if L ~= '' then
-    after = after + (1 - b.has_L)
-    redis.call('HSET', key, 'L', L, 'c', c, 'r', after - 1)
-  else
-    if b.has_L == 1 then
-      redis.call('HDEL', key, 'L')
-      after = after - 1
-    end
-    redis.call('HSET', key, 'c', c, 'r', after - 1)
-  end
-end
-
--- Books stop for good: a thread something else wrote past keeps its records until it expires.
-local function books_off(key)
-  redis.call('HDEL', key, 'r', 'c', 'L', 'O')
-end
-
--- The largest record the thread holds by its m field (``m`` and ``w`` as read), when
--- m is current: 0 for a thread without records, nil when nothing tells.
-local function largest_known(m, w, b)
-  local told = largest_told(m, w)
-  if told then return told end
-  if b.mode == 'new' or (b.mode == 'on' and b.c == 0) then return 0 end
-  return nil
-end
-
--- nil and what the writes need when the save should write; else the reply to
--- give ('ok' when it is already done, or a refusal).
--- One read serves every check of a new record: the ring, whether the record and its
--- parent exist (a record's p: field is written and deleted with its d: field, and a
--- root's is ''), the books, and the parent's jump list when this record keeps one.
--- Only a record that exists already is read further (its size, then its bytes).
-local function save_check(key, A)
-  local id, parent, blob = A[1], A[2], A[6]
-  local token = A[9] or ''
-  local fields = {unpack(BOOK_FIELDS)}
-  fields[6], fields[7], fields[8], fields[9], fields[10] = 'p:' .. id, 'p:' .. parent, 'e:' .. parent, 'k:' .. parent, 'm'
-  fields[11], fields[12] = 'O', 'l:' .. parent
-  local jumps = keeps_jumps(parent, #blob)
-  if jumps then fields[13] = 'j:' .. parent end
-  local named = (A[12] or '') ~= '' and parent ~= ''
-  if named then fields[#fields + 1] = 'n:' .. parent end
-  local got = redis.call('HMGET', key, unpack(fields))
-  local ring, old, parent_link, above = got[4] or '', got[6], got[7], jumps and got[13]
-  local names_above = named and got[#fields]
-  if token_find(ring, token) then return 'ok' end  -- this very call, already done (lua/tokens.lua)
-
-  local want = A[4]
-  if A[3] == '=' and parent ~= want then return {'expected', parent} end
-
-  local exists = false
-  if old then
-    local size = redis.call('HSTRLEN', key, 'd:' .. id)
-    exists = size > 0
-    if exists then
-      if old == parent and size == #blob and redis.call('HGET', key, 'd:' .. id) == blob then return 'ok' end
-      if A[5] ~= '1' then return {'exists', id} end
-      if A[3] == '=' and old ~= want then return {'expected', old} end
-    end
-  end
-
-  if parent ~= '' then
-    if not parent_link then return {'parent_missing', parent} end
-    if exists then
-      -- Re-parenting an existing record must not make it its own ancestor.
-      -- At most A[8] reads (bounded work): a new parent deeper than that is refused.
-      local cur, steps, limit = parent, 0, tonumber(A[8])
-      while cur ~= '' and steps < limit do
-        if cur == id then return {'cycle', id} end
-        cur = redis.call('HGET', key, 'p:' .. cur) or ''
-        steps = steps + 1
-      end
-      if cur ~= '' then return {'too_deep', parent} end
-    end
-  end
-  -- ``fresh``: no p: field yet (nor d:, written and deleted with it). ``parent_leaf``
-  -- and ``parent_k``: the parent's e: and k: fields, what child_added would find. (A
-  -- field HMGET does not find reads as false in Lua, not nil.)
-  local b = books_of(redis.call('HLEN', key), unpack(got, 1, #BOOK_FIELDS))
-  return nil, {ring = ring, exists = exists, old = exists and old or '', above = above,
-               fresh = not old, has_ops = got[4] and true, has_w = got[5] and true,
-               parent_leaf = parent ~= '' and got[8] and true, parent_k = tonumber(got[9] or ''),
-               has_m = got[10] and true, largest = largest_known(got[10], got[5], b), books = b,
-               names_above = names_above, queue = got[11] and true,
-               parent_cover = got[12] and tonumber(got[12])}
-end
-
--- A new leaf's books, written with the record in its one HSET (the common save: five
--- or six calls where the general path below makes eight or more). What child_added,
--- leaves_insert and books_close would leave is made from what save_check read: the
--- parent loses its leaf mark (e:) or counts one more child (k:), L gains the leaf, c
--- one more record, and r the field count this HSET leaves, from the fields it adds
--- (``adds``: those of the record's own write, counted by the caller, then the books');
--- HSET's own count of them confirms it (a field left by a hand edit is counted right).
--- Returns false, having written nothing, when a leaf is due for removal or L is full: the
--- general path prunes it, or queues the leaf.
-local function new_leaf_saved(key, args, adds, st, parent, id, deadline, now, drop_names)
-  local b = st.books
-  local L = b.L
-  if st.parent_leaf then L = leaves_remove(L, parent) end
-  local fits
-  L, fits = leaves_insert(L, id, deadline)
-  if not fits or leaf_due(L, now) then return false end
-  -- the parent's fields this save removes: its leaf mark, and its names list (save_write)
-  local drop = {}
-  if st.parent_leaf then drop[1] = 'e:' .. parent end
-  if drop_names then drop[#drop + 1] = 'n:' .. parent end
-  local gone = #drop
-  if not st.parent_leaf and parent ~= '' then
-    args[#args + 1], args[#args + 2] = 'k:' .. parent, st.parent_k and st.parent_k + 1 or 2
-    if not st.parent_k then adds = adds + 1 end
-  end
-  adds = adds + (1 - b.has_L) + (1 - b.has_c) + (1 - b.has_r)
-  args[#args + 1], args[#args + 2] = 'L', L
-  args[#args + 1], args[#args + 2] = 'c', b.c + 1
-  args[#args + 1], args[#args + 2] = 'r', b.len - gone + adds - 1
-  -- The HSET is the first write: a full server (maxmemory, noeviction) refuses a
-  -- script's first write that may grow memory, and then nothing is written at all.
-  local added = redis.call('HSET', key, unpack(args))
-  local removed = gone > 0 and redis.call('HDEL', key, unpack(drop)) or 0
-  if added ~= adds or removed ~= gone then redis.call('HSET', key, 'r', b.len - removed + added - 1) end
-  return true
-end
-
--- The names list a record saved under ``parent`` keeps (nil: none), see the top of this
--- file: the parent's packed name (A[12], '' when an id is foreign to the thread), then its
--- ancestors' as the worker's last resolve of the parent read them (A[13]), or else as the
--- parent's own list holds them.
-local NAMES_MAX = 4096  -- names one list holds at most (16 bytes each): deeper records keep none
-local function names_of(A, st)
-  local own, memo = A[12] or '', A[13] or ''
-  if own == '' or A[2] == '' then return nil end
-  local above = memo ~= '' and memo or st.names_above
-  if not above or #own + #above > NAMES_MAX * 16 then return nil end
-  return own .. above
-end
-
-local COVER_STEPS = 256
 
 -- Whether ``id`` was minted for the thread of ``key`` (redis_sessions/ids.py): it has no locator.
 local function minted_here(key, id)
-  return #id == 53 and string.sub(id, 1, 5) == 'resp_' and string.sub(id, 22, 22) == '_'
+  return #id == 54 and string.sub(id, 1, 5) == 'resp_' and string.sub(id, 22, 22) == '_'
          and string.find(key, '{' .. string.sub(id, 6, 21) .. '}', 1, true) ~= nil
 end
 
--- The walk up from ``y`` for l: (see the top of this file), to the first record whose
--- l: lasts until ``need`` (or that has none), COVER_STEPS records at most. Returns the
--- time the ancestors of the records walked are covered until (nil: no end), the records
--- walked, the ancestors whose locators to renew, and, when the steps ran out, the record
--- to go on from (the caller calls lua/chain_cover.lua with it; nothing is covered yet).
+-- e: of a leaf (a deadline, '0': never) as against a record with children ('s<ms>').
+local function leaf_mark(e)
+  return e and string.byte(e, 1) ~= 115
+end
+
+-- P (whose e: and k: fields are e and k) gained a child: its writes go into set and del.
+local function child_added(P, e, k, set, del)
+  if leaf_mark(e) then
+    del[#del + 1] = 'e:' .. P
+  else
+    set[#set + 1], set[#set + 2] = 'k:' .. P, (tonumber(k or '') or 1) + 1
+  end
+end
+
+-- P lost a child whose deadline was ``deadline``: P's new deadline when that left it a leaf
+-- (the later of the child's and its own sliding read's), else nil.
+local function child_removed(key, P, deadline)
+  local got = redis.call('HMGET', key, 'p:' .. P, 'k:' .. P, 'e:' .. P)
+  if not got[1] then return nil end  -- P itself is gone
+  local k = tonumber(got[2] or '')
+  if k then
+    if k > 2 then redis.call('HSET', key, 'k:' .. P, k - 1) else redis.call('HDEL', key, 'k:' .. P) end
+    return nil
+  end
+  local slid = got[3] and tonumber(string.sub(got[3], 2)) or 0
+  if deadline == 0 or slid > deadline then deadline = slid end
+  redis.call('HSET', key, 'e:' .. P, string.format('%.0f', deadline))
+  return deadline
+end
+
+-- Remove leaf ``id`` (deadline ``deadline``), and its parent after it while that is left a
+-- leaf already past its deadline, at most ``budget`` records. Returns how many went.
+local function leaf_removed(key, id, deadline, now, budget)
+  local gone = 0
+  while id and gone < budget do
+    local parent = redis.call('HGET', key, 'p:' .. id)
+    redis.call('HDEL', key, 'd:' .. id, 'p:' .. id, 'e:' .. id, 'l:' .. id)
+    gone = gone + 1
+    local left = parent and parent ~= '' and child_removed(key, parent, deadline)
+    if left and left > 0 and left < now then id, deadline = parent, left else id = nil end
+  end
+  return gone
+end
+
+-- One step of the sweep, when it is due: leaves past their deadline go, PRUNE at most.
+-- Returns whether hd changed.
+local function sweep(key, hd, now)
+  if not hd.books or now < hd.nxt then return false end
+  local count = math.max(1, math.min(SWEEP_COUNT, math.floor(SWEEP_BYTES / math.max(hd.largest, 1))))
+  local page = redis.call('HSCAN', key, hd.cursor, 'MATCH', 'e:*', 'COUNT', count)
+  local gone, full = 0, false
+  for i = 1, #page[2], 2 do
+    local deadline = tonumber(page[2][i + 1])
+    if deadline and deadline > 0 and deadline < now then
+      if gone >= PRUNE then full = true break end
+      gone = gone + leaf_removed(key, string.sub(page[2][i], 3), deadline, now, PRUNE - gone)
+    end
+  end
+  if not full then hd.cursor = page[1] end
+  -- work found, or a pass under way: go on with the next save; a pass done and clean: later
+  hd.nxt = (gone == 0 and page[1] == '0') and now + SWEEP_GAP_MS or now
+  return true
+end
+
+-- The walk up from ``y`` for l: (see the top), to the first record whose l: lasts until
+-- ``need`` (or has none), COVER_STEPS records at most: what it is covered until above
+-- (nil: nothing), the records walked, the ancestors minted elsewhere whose locators to
+-- renew, and, when the steps ran out, the record to go on from (then nothing is covered).
 local function cover_walk(key, y, need, far)
   local walked, renew = {}, {}
   for _ = 1, COVER_STEPS do
@@ -397,122 +129,101 @@ local function cover_walk(key, y, need, far)
   return false, walked, renew, y
 end
 
--- The walked records' l:, once their ancestors' locators are renewed until ``far``, or
--- ``until_`` above them, whichever is sooner.
-local function covered(key, walked, until_, far)
+-- The walked records' l:, once their ancestors' locators are renewed until ``far`` (or
+-- ``above``, what covers them further up, when that is sooner).
+local function covered(key, walked, above, far)
   if #walked == 0 then return end
-  local v = string.format('%.0f', (until_ and until_ < far) and until_ or far)
+  local v = string.format('%.0f', (above and above < far) and above or far)
   local args = {}
   for i, y in ipairs(walked) do args[2 * i - 1], args[2 * i] = 'l:' .. y, v end
   redis.call('HSET', key, unpack(args))
 end
 
--- The reply of a save whose walk found locators to renew: {'cover', where to go on from
--- ('' done), need, far, ids...}.
-local function cover_reply(frontier, need, far, renew)
-  if #renew == 0 and not frontier then return 'ok' end
-  return {'cover', frontier or '', string.format('%.0f', need), string.format('%.0f', far), unpack(renew)}
+-- A save's checks, all before its first write. A is the save's ARGV (lua/chain_save.lua).
+-- Returns the reply when there is nothing to write ('ok': done already; or a refusal),
+-- else nil and what the writes need.
+local function save_check(key, A)
+  local id, parent, blob = A[1], A[2], A[6]
+  local got = redis.call('HMGET', key, 'h', 'ops', 'p:' .. id, 'p:' .. parent, 'e:' .. parent, 'k:' .. parent,
+                         'l:' .. parent)
+  local hd = header(got[1])
+  if hd == false or (hd == nil and (got[2] or got[3] or got[4])) then return unsupported(key, got[1]) end
+  local done = token_find(got[2], A[9])
+  if done == false then return token_reused() end
+  if done then return 'ok' end  -- this very call, already done (lua/tokens.lua)
+  if A[3] == '=' and parent ~= A[4] then return redis.error_reply('RSEXPECTED ' .. parent) end
+  local old = got[3]
+  if old then
+    -- the same record under the same parent is the same save: done, nothing written
+    if old == parent and redis.call('HSTRLEN', key, 'd:' .. id) == #blob
+        and redis.call('HGET', key, 'd:' .. id) == blob then return 'ok' end
+    if A[5] ~= '1' then return redis.error_reply('RSEXISTS ' .. id) end
+    if A[3] == '=' and old ~= A[4] then return redis.error_reply('RSEXPECTED ' .. old) end
+  end
+  if parent ~= '' then
+    if not got[4] then return redis.error_reply('RSPARENT ' .. parent) end
+    if old and old ~= parent then
+      -- moved under another parent: it must not become its own ancestor (A[8] reads at most)
+      local cur, limit = parent, tonumber(A[8])
+      for _ = 1, limit do
+        if cur == '' then break end
+        if cur == id then return redis.error_reply('RSCYCLE ' .. id) end
+        cur = redis.call('HGET', key, 'p:' .. cur) or ''
+      end
+      if cur ~= '' then return redis.error_reply('RSDEEP ' .. parent) end
+    end
+  end
+  return nil, {hd = hd, ring = got[2], old = old, e = got[5], k = got[6], l = tonumber(got[7] or ''),
+               leaf = old and leaf_mark(redis.call('HGET', key, 'e:' .. id))}
 end
 
--- The save's writes; nothing here can fail. Returns the script's reply: 'ok', or the
--- locators to renew (cover_reply). A[11] '1': keep the books of
--- per-response expiry (below), '0': this store does not, so the thread stops them.
-local function save_write(key, A, st)
-  local id, parent, blob, token, ring, b = A[1], A[2], A[6], A[9] or '', st.ring, st.books
-  local ttl = tonumber(A[7])
-  local keep = A[11] == '1' and (b.mode == 'on' or b.mode == 'new')
-  -- 'w': when the thread was last written, server time in ms; what `purge
-  -- --idle-older-than` judges a thread by (lua/purge_if_idle.lua).
-  local now = server_ms()
-  local deadline = ttl > 0 and now + ttl or nil
-  local w = string.format('%.0f', now)
-  local args = {'d:' .. id, blob, 'p:' .. id, parent, 'w', w}
-  if st.largest then args[7], args[8] = 'm', math.max(st.largest, #blob) .. ' ' .. w end
-  local jumps = jump_list(key, parent, #blob, st.above)
-  if jumps then
-    args[#args + 1], args[#args + 2] = 'j:' .. id, jumps
-  elseif st.exists then
-    redis.call('HDEL', key, 'j:' .. id)  -- overwritten smaller, or as a root
-  end
-  local names = names_of(A, st)
-  if names then
-    args[#args + 1], args[#args + 2] = 'n:' .. id, names
-  elseif st.exists then
-    redis.call('HDEL', key, 'n:' .. id)
-  end
-  -- One list per branch: the parent's goes once a child carries it on.
-  local drop_names = names and st.names_above and true or false
-  if token ~= '' then args[#args + 1], args[#args + 2] = 'ops', token_push(ring, token, 'S', now) end
-  local is_new_leaf = keep and not st.exists and deadline
-  if is_new_leaf then args[#args + 1], args[#args + 2] = 'e:' .. id, string.format('%.0f', deadline) end
-  -- the locators above (see the top of this file): read here, written after the record
-  local reply, walked, until_, far, new_l = 'ok', {}, nil, nil, 0
-  if deadline and parent ~= '' and (st.parent_cover or not minted_here(key, parent)) then
-    local renew, frontier
-    far = now + 2 * ttl
-    if st.parent_cover and st.parent_cover >= deadline then
-      until_, renew = st.parent_cover, {}
-    else
-      until_, walked, renew, frontier = cover_walk(key, parent, deadline, far)
-    end
-    if until_ == false then walked = {} end
-    local mine = until_ == false and 0 or ((until_ and until_ < far) and until_ or far)
-    args[#args + 1], args[#args + 2] = 'l:' .. id, string.format('%.0f', mine)
-    new_l = 1
-    reply = cover_reply(frontier, deadline, far, renew)
-  elseif st.exists then
-    redis.call('HDEL', key, 'l:' .. id)
-  end
-  local stale_m = st.has_m and not st.largest
-  if is_new_leaf and st.fresh and not stale_m and not st.queue then
-    -- the fields the record's write adds: d:, p: and e: of a fresh record, w, m, j: and ops if new
-    local adds = 3 + new_l + (jumps and 1 or 0) + (names and 1 or 0) + (st.has_w and 0 or 1)
-                 + ((token ~= '' and not st.has_ops) and 1 or 0) + ((st.largest and not st.has_m) and 1 or 0)
-    if new_leaf_saved(key, args, adds, st, parent, id, deadline, now, drop_names) then
-      ttl_lengthened(key, ttl, b.len == 0)
-      covered(key, walked, until_, far)
-      return reply
-    end
-  end
-  redis.call('HSET', key, unpack(args))
-  covered(key, walked, until_, far)
-  if drop_names then redis.call('HDEL', key, 'n:' .. parent) end
-  if stale_m then redis.call('HDEL', key, 'm') end  -- no longer tells: see the top of this file
-  if ttl == 0 then redis.call('PERSIST', key) else ttl_lengthened(key, ttl, b.len == 0) end
-  if not keep then
-    if b.mode == 'on' or b.mode == 'taint' then books_off(key) end
-    return reply
-  end
-  local L, c = b.L, b.c
-  if not st.exists then
-    c = c + 1
-    if parent ~= '' then L = child_added(key, parent, L) end
-    if is_new_leaf then L = leaf_indexed(key, L, id, deadline) end
+-- The save's locator cover (l:, see the top): the record's l: value (nil: none) and the
+-- reply ('ok', or {'cover', where to go on from ('' done), need, far, ids to renew...}).
+local function save_cover(key, A, st, deadline, now)
+  local parent, ttl = A[2], tonumber(A[7])
+  local foreign = A[11] == '1'
+  if ttl == 0 or parent == '' or not (foreign or st.l) then return nil, 'ok' end
+  local far = now + 2 * ttl
+  local above, walked, renew, frontier = st.l, {}, {}, nil
+  if st.l and st.l < deadline then above, walked, renew, frontier = cover_walk(key, parent, deadline, far) end
+  local mine = foreign and far or nil
+  if above == false then
+    mine = 0  -- not covered yet: chain_cover.lua goes on, and the next save walks again
   else
-    if st.old ~= parent then  -- re-parented: the old parent loses a child, the new one gains it
-      if st.old ~= '' then L = child_removed(key, st.old, deadline or now, L) end
-      if parent ~= '' then L = child_added(key, parent, L) end
-    end
-    if deadline then L = leaf_renewed(key, L, id, deadline) end  -- a leaf saved again: needed from now
+    covered(key, walked, above, far)
+    if above and (not mine or above < mine) then mine = above end
   end
-  local gone
-  L, gone = prune(key, L, now)
-  books_close(key, L, c - gone, b)
-  return reply
+  if #renew == 0 and not frontier then return mine, 'ok' end
+  return mine, {'cover', frontier or '', string.format('%.0f', deadline), string.format('%.0f', far), unpack(renew)}
 end
 
--- A sliding read of the chain from ``start`` (lua/chain_walk.lua, once it found that
--- record): the thread's TTL, and the start record needed for another TTL: a leaf's own
--- deadline moves, a record with children keeps it for when they are gone.
-local function slide_walked(key, start, ttl)
-  local b = books_read(key)
-  ttl_lengthened(key, ttl, false)  -- the walk found a record: the key exists
-  if b.mode == 'on' then
-    local deadline = server_ms() + ttl
-    local L, leaf = leaf_renewed(key, b.L, start, deadline)
-    if not leaf then redis.call('HSET', key, 's:' .. start, string.format('%.0f', deadline)) end
-    books_close(key, L, b.c, b)
-  elseif b.mode == 'taint' then
-    books_off(key)
+-- The save's writes; nothing here can fail. Returns the script's reply.
+local function save_write(key, A, st)
+  local id, parent, blob, ttl = A[1], A[2], A[6], tonumber(A[7])
+  local now = server_ms()
+  local hd, touched = st.hd, false
+  if not hd then hd, touched = {largest = 0, books = A[10] == '1', cursor = '0', nxt = 0}, true end
+  if #blob > hd.largest then hd.largest, touched = #blob, true end
+  local deadline = ttl > 0 and now + ttl or 0
+  local set, del = {'d:' .. id, blob, 'p:' .. id, parent, 'ops', token_push(st.ring, A[9], 'S', now)}, {}
+  local moved = st.old and st.old ~= parent
+  if hd.books then
+    -- a new record is a leaf; one saved again stays what it was (a leaf needed from now)
+    if not st.old or st.leaf then set[#set + 1], set[#set + 2] = 'e:' .. id, string.format('%.0f', deadline) end
+    if parent ~= '' and (not st.old or moved) then child_added(parent, st.e, st.k, set, del) end
   end
+  local cover, reply = save_cover(key, A, st, deadline, now)
+  if cover then set[#set + 1], set[#set + 2] = 'l:' .. id, string.format('%.0f', cover) end
+  -- The HSET is the first write: a full server (maxmemory, noeviction) refuses a script's
+  -- first write that may grow memory, and then nothing is written at all.
+  redis.call('HSET', key, unpack(set))
+  if #del > 0 then redis.call('HDEL', key, unpack(del)) end
+  if moved and hd.books and st.old ~= '' then child_removed(key, st.old, deadline) end  -- its old parent lost it
+  if st.old and not cover then redis.call('HDEL', key, 'l:' .. id) end
+  if ttl == 0 then redis.call('PERSIST', key)
+  elseif not st.hd then redis.call('PEXPIRE', key, ttl)
+  else redis.call('PEXPIRE', key, ttl, 'GT') end  -- never shortened: no ancestor goes before a descendant
+  if sweep(key, hd, now) then touched = true end
+  if touched then redis.call('HSET', key, 'h', header_text(hd)) end
+  return reply
 end

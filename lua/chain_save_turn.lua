@@ -1,26 +1,23 @@
--- Save a response that belongs to a conversation and append its turn's items to
--- that conversation, in one atomic step (OpenAI's responses.create(conversation=)).
--- lua/conv_lib.lua, lua/chain_jumps.lua and lua/chain_lib.lua come in front of this file.
+-- Save a response that belongs to a conversation and append its turn's items to that
+-- conversation, in one atomic step (OpenAI's responses.create(conversation=)).
+-- lua/tokens.lua, lua/conv_lib.lua and lua/chain_lib.lua come in front of this file.
 -- KEYS[1]  the thread hash of the conversation's responses, <prefix>:{c:<id>}:chain
 -- KEYS[2]  the conversation's hash, <prefix>:{c:<id>}:conv (the same hash tag: one slot)
--- ARGV[1..13]  the save, as lua/chain_save.lua takes it (a conversation's responses are
---               roots: no names list)
--- ARGV[14] the conversation's TTL in ms ('0': none)
--- ARGV[15..] item id, item, ... the turn's input then output items, oldest first
--- Returns 'ok', a save's refusal (chain_save.lua), or {'nf', ''} (no such
--- conversation), {'dup', item id} (a live item of the conversation has that id),
--- {'corrupt', ''}.
+-- ARGV[1..11]  the save, as lua/chain_save.lua takes it (a conversation's responses are roots)
+-- ARGV[12] the conversation's TTL in ms ('0': none)
+-- ARGV[13..] item id, item, ... the turn's input then output items, oldest first
+-- Returns 'ok'; refuses as a save does, or RSNOCONV, RSDUP, RSCORRUPT (lua/conv_lib.lua).
 --
--- Every check of both keys comes before the first write. A save that finds
--- itself already done (its token in the thread's ring, or the same record
--- stored) answers 'ok' and appends nothing: the append happened with it.
+-- Every check of both keys comes before the first write. A save that finds itself
+-- already done (its token in the thread's ring, or the same record stored) answers 'ok'
+-- and appends nothing: the append happened with it.
 local reply, st = save_check(KEYS[1], ARGV)
 if reply then return reply end
-local n, had = append_check(KEYS[2], ARGV, 15)
-if not n then return {had[1], had[2] or ''} end  -- refused: had is the reply
+local n, had = append_check(KEYS[2], ARGV, 13)
+if not n then return had end
 -- writes
 save_write(KEYS[1], ARGV, st)  -- a conversation's response is a root: no locators to renew
-append_write(KEYS[2], ARGV, 15, n, had, {})
+append_write(KEYS[2], ARGV, 13, n, had, {})
 tombstones(KEYS[2], server_ms())  -- a turn drops old tombstones as an add does
-expire(KEYS[2], tonumber(ARGV[14]))
+expire(KEYS[2], tonumber(ARGV[12]))
 return 'ok'

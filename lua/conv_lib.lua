@@ -37,19 +37,21 @@ end
 
 -- Appending items, A[at], A[at + 1], ... = item id, item, ... oldest first: the
 -- conversation's last sequence number and its field b (the largest item so far; false
--- where not known), or nil and the reply ({'nf'}: no conversation, {'corrupt'},
--- {'dup', id}: a live item has that id). Split from append_write so that
+-- where not known), or nil and the refusal (RSNOCONV: no conversation, RSCORRUPT,
+-- RSDUP: a live item has that id). Split from append_write so that
 -- chain_save_turn.lua checks both keys before writing either.
 local function append_check(key, A, at)
   local hdr = redis.call('HMGET', key, 'c', 'n', 'b')
-  if not hdr[1] then return nil, {'nf'} end
+  if not hdr[1] then return nil, redis.error_reply('RSNOCONV the conversation does not exist') end
   local n = tonumber(hdr[2])
-  if not n then return nil, {'corrupt'} end
+  if not n then return nil, redis.error_reply('RSCORRUPT the conversation\'s sequence does not parse') end
   local xs = {}
   for j = at, #A - 1, 2 do xs[#xs + 1] = 'x:' .. A[j] end
   local seqs = chunked('HMGET', key, xs)
   for j = 1, #xs do
-    if seqs[j] and redis.call('HEXISTS', key, 'i:' .. seqs[j]) == 1 then return nil, {'dup', A[at + 2 * j - 2]} end
+    if seqs[j] and redis.call('HEXISTS', key, 'i:' .. seqs[j]) == 1 then
+      return nil, redis.error_reply('RSDUP the conversation already has an item ' .. A[at + 2 * j - 2])
+    end
   end
   return n, hdr[3]
 end

@@ -14,9 +14,11 @@ local POPS, POP_BYTES, SCAN_LIMIT, MAX_BATCH_ITEMS = 2, 65536, 1000, 10000
 local READ_BYTES = 524288
 local LINE = '^ (%d+) ([^ \n]+) (%d+) ([^ \n]*) (%d*) (%d+) (%d+) (%d+) (%d+)([^\n]*)\n()'
 
+-- Whether an entry starts as a stored value of data format 1 does (redis_sessions/codec.py):
+-- the marker 0xc1, then a byte whose high four bits are the format.
 local function plausible(e)
-  local b = string.byte(e, 1)
-  return b ~= nil and ((b >= 128 and b <= 143) or b == 222 or b == 223 or b == 193)  -- a map, or packed (0xc1)
+  local a, b = string.byte(e, 1, 2)
+  return a == 193 and b ~= nil and b >= 16 and b < 32
 end
 
 local function corrupt(what)

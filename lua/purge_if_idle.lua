@@ -5,8 +5,9 @@
 -- Returns {verdict, idle ms}: 'idle' (deleted if asked), 'active' (last written
 -- within the window), 'unrecorded' (the key records no last write: kept), 'gone'.
 --
--- Idle time is only ever what the key itself records: a thread hash's 'w' field,
--- the server time in ms of its last write, against TIME on the same node. Nothing
+-- Idle time is only ever what the key itself records: the newest entry of a thread's or
+-- a conversation's token ring (lua/tokens.lua: every write pushes one), the server time of
+-- its last write, against TIME on the same node. Nothing
 -- else proves a key idle: its TTL was set by whichever writer came last, with that
 -- writer's TTL; OBJECT IDLETIME is an error under an LFU policy and is not updated
 -- while a fork (BGSAVE, AOF rewrite, a replica's sync) runs, so a key written then
@@ -15,7 +16,10 @@ local key = KEYS[1]
 local kind = redis.call('TYPE', key)['ok']
 if kind == 'none' then return {'gone', -1} end
 local at = nil
-if kind == 'hash' then at = tonumber(redis.call('HGET', key, 'w') or '') end
+if kind == 'hash' then
+  local s = token_newest_s(redis.call('HGET', key, 'ops'))
+  if s then at = s * 1000 end
+end
 if not at then return {'unrecorded', -1} end
 local now = redis.call('TIME')
 local idle = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) - at

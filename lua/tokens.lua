@@ -70,3 +70,12 @@ local function token_push(ring, tok, outcome, now_ms)
   end
   return string.sub(ring, from) .. entry
 end
+
+-- When the newest write a ring remembers was made (server time, s); nil for no ring. Every
+-- write of every store pushes its token, so this is when the key was last written.
+local function token_newest_s(ring)
+  if not ring or string.sub(ring, -1) ~= '\n' then return nil end
+  local from = #ring - 1
+  while from > 0 and string.sub(ring, from, from) ~= '\n' do from = from - 1 end
+  return tonumber(string.sub(ring, from + 1, from + 10))
+end

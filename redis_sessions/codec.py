@@ -1,7 +1,16 @@
-"""msgspec encoding of everything stored: one cached, typed decoder per type.
+"""Every stored value, in the first data format: one cached, typed decoder per type.
 
-A value that does not decode, or decodes to the wrong shape, raises
-``session.record.corrupt`` naming the key it was found at.
+A stored value (a response record, an item of a session or of a conversation) is::
+
+    0xc1 | (FORMAT << 4 | flags) | msgpack, or one zstd frame of it
+
+Msgpack never uses the byte 0xc1, so no value of another format can be mistaken for
+one of these. The second byte's high four bits are the data format's version
+(:data:`FORMAT`): a value of another version, or one without the marker (written before
+the first format, or not by this package), is ``session.record.unsupported``, never
+read as something else; a value of this version that does not decode is
+``session.record.corrupt``, naming the key it was found at. How a later format may
+differ is in ``docs/key-layout.md``.
 """
 
 from __future__ import annotations
@@ -15,146 +24,36 @@ import zstandard
 
 from . import validate
 from .errors import ErrorCode, SessionError
-from .models import Item, StoredResponseSession
+from .models import Item, StoredResponseRequestSnapshot, StoredResponseSession, StoredResponseSnapshot
 
 T = TypeVar("T")
 
-_encoder = msgspec.msgpack.Encoder()
-_session_decoder = msgspec.msgpack.Decoder(StoredResponseSession)
-_item_decoder = msgspec.msgpack.Decoder(Item)
-
-
-def _shallow(kind: Any) -> Any:
-    """``kind`` with every ``Any`` a ``msgspec.Raw``: decoding to it checks every typed
-    field (ids, numbers, items as dicts with string keys) and skips the free-form values
-    inside items, without building them (about 0.9 us for a 20 KB record, against 2 to 10
-    for a full decode). Made from the stored types, so it cannot drift from them."""
-    if kind is Any:
-        return msgspec.Raw
-    if isinstance(kind, type) and issubclass(kind, msgspec.Struct):
-        hints = typing.get_type_hints(kind)
-        info = msgspec.inspect.type_info(kind)
-        assert isinstance(info, msgspec.inspect.StructType)
-        return msgspec.defstruct(f"{kind.__name__}Check", [
-            (f.name, _shallow(hints[f.name])) if f.required else (f.name, _shallow(hints[f.name]), None)
-            for f in info.fields], kw_only=True)
-    args = typing.get_args(kind)
-    if not args:
-        return kind
-    origin = typing.get_origin(kind)
-    return Union[tuple(_shallow(a) for a in args)] if origin is Union else origin[tuple(_shallow(a) for a in args)]
-
-
-_record_checker = msgspec.msgpack.Decoder(_shallow(StoredResponseSession))
-
-
-def check_record(data: bytes, what: str) -> None:
-    """Refuse (``session.input.invalid``) record bytes that would not decode as a record."""
-    try:
-        _record_checker.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise SessionError(ErrorCode.INPUT_INVALID, f"{what} is not a valid record: {exc}") from None
-
-
-def encode(value: Any) -> bytes:
-    try:
-        return _encoder.encode(value)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise SessionError(ErrorCode.INPUT_INVALID, f"value cannot be encoded: {exc}") from None
-    except RecursionError:
-        raise SessionError(ErrorCode.INPUT_INVALID, "value nests too deeply to be encoded") from None
-
-
-def encode_items(items: object, max_item_bytes: int, max_batch_bytes: int, max_items: int,
-                 compress: bool = False) -> list[bytes]:
-    """Validate and encode a whole batch of items before anything is written: a list
-    of at most ``max_items`` dicts with string keys, each encoding to at most
-    ``max_item_bytes``, all together to at most ``max_batch_bytes`` (both counted before
-    compression, so a limit means the same with it or without). ``compress``: each item
-    of ``COMPRESS_MIN_BYTES`` or more is stored compressed where that makes it smaller."""
-    if not isinstance(items, list):
-        raise SessionError(ErrorCode.INPUT_INVALID, f"items must be a list, got {type(items).__name__}")
-    if len(items) > max_items:
-        raise SessionError(ErrorCode.INPUT_INVALID, f"{len(items)} items in one call, at most {max_items}")
-    out: list[bytes] = []
-    total = 0
-    for index, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise SessionError(ErrorCode.INPUT_INVALID, f"item {index} must be a dict, got {type(item).__name__}")
-        for key in item:
-            if not isinstance(key, str):
-                raise SessionError(ErrorCode.INPUT_INVALID, f"item {index} has a non-string key {key!r}")
-        validate.nesting(item, f"item {index}")
-        data = encode(item)
-        if len(data) > max_item_bytes:
-            raise SessionError(
-                ErrorCode.RECORD_TOO_LARGE,
-                f"item {index} encodes to {len(data)} bytes, the limit is {max_item_bytes}",
-            )
-        total += len(data)
-        if total > max_batch_bytes:
-            raise SessionError(
-                ErrorCode.RECORD_TOO_LARGE,
-                f"the items encode to more than {max_batch_bytes} bytes together (max_batch_bytes)",
-            )
-        out.append(pack(data, 0) if compress else data)
-    return out
-
-
-Where = Union[str, Callable[[], str]]
-"""Where a value was found, for the error: a string, or a function that makes it (made
-only when the value does not decode: the reads that go well, nearly all, skip it)."""
-
-
-def _place(where: Where) -> str:
-    return where if isinstance(where, str) else where()
-
-
-def _decode(decoder: msgspec.msgpack.Decoder[T], data: object, where: Where) -> T:
-    if type(data) is not bytes:  # bytes, what redis-py returns, go straight to the decoder
-        if isinstance(data, str):
-            data = data.encode("utf-8", "surrogateescape")
-        elif not isinstance(data, (bytearray, memoryview)):
-            raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} holds {type(data).__name__}, not bytes")
-    try:
-        return decoder.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} does not decode: {exc}") from None
-    except RecursionError:
-        raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} nests too deeply to decode") from None
-
-
-PACKED = 0xC1
-"""The first byte of a packed value: a record that leaves out ids (``compact_records``)
-or a record or item stored compressed. Msgpack never uses 0xc1, so a reader that does
-not know this form (a version before it) refuses such a record as corrupt rather than
-reading it wrong. A byte of flags follows, then the value (msgpack, or a zstd frame of
-it), with the ids that repeat what the reader knows left empty:"""
+MARK = 0xC1
+"""The first byte of every stored value."""
+FORMAT = 1
+"""The data format this version writes and reads: the high four bits of the second byte."""
 ID_LEFT_OUT = 1
-"""``id``, which is the name of the record's field (``d:<id>``)."""
+"""A record leaves out its ``id``: the name of the field it is stored under says it."""
 RESPONSE_ID_LEFT_OUT = 2
-"""``response.id``, when it equals ``id`` (as a gateway's responses do)."""
+"""A record leaves out ``response.id``, which equals ``id`` (as a gateway's responses do)."""
 ZSTD = 4
 """The rest is one zstd frame that says its size and carries the checksum of what it
 holds (zstd's content checksum): a flipped bit, a frame made with another dictionary or
 bytes after the frame are ``session.record.corrupt``, never another value."""
 DICTIONARY = 8
 """With ``ZSTD``: the frame was made with :data:`ZSTD_DICTIONARY`."""
-_FLAGS = ID_LEFT_OUT | RESPONSE_ID_LEFT_OUT | ZSTD | DICTIONARY
+_RECORD_FLAGS = ID_LEFT_OUT | RESPONSE_ID_LEFT_OUT
 
 COMPRESS_MIN_BYTES = 512
 """Values shorter than this are stored as they are: an item is read far more often than
-it is written (every turn reads the history back), and at 0.3 KB zstd would add about
-2 us to each read of each item for about 80 bytes."""
+it is written (every turn reads the history back), and zstd would add a couple of us to
+each read of a small item for a few dozen bytes."""
 DICTIONARY_BELOW = 8192
-"""Values shorter than this are compressed with :data:`ZSTD_DICTIONARY`. Measured on
-bench_peers' records (English prose, zstd level 2): 751 B of msgpack packs to 405 B with
-it and 511 B without; 4 KB to 1,920 B against 2,007; 8 KB to 3,629 against 3,675; at
-20 KB it costs 170 B (8,545 against 8,377), so larger values go without."""
+"""Values shorter than this are compressed with :data:`ZSTD_DICTIONARY`; past it the
+dictionary costs more bytes than it saves (docs/benchmarks.md)."""
 ZSTD_LEVEL = 2
-"""Level 2 compresses a 20 KB record as small as level 3 (2.39x against 2.39x on
-bench_peers' prose) in 68 us against 89; level 1 takes 54 us for 2.28x. Decompression
-takes the same time at every level (about 20 us at 20 KB, 2.5 us at 0.7 KB)."""
+"""Level 2 compresses a gateway's record as small as level 3 in less time; decompression
+takes the same time at every level."""
 _USAGE = {"input_tokens": 0, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 0,
           "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 0}
 _SHAPES = [
@@ -186,6 +85,10 @@ A store reads with its own ``max_record_bytes`` or ``max_item_bytes``: a body th
 it expands past that (a decompression bomb, or a value no writer with this limit could
 have written) is refused as corrupt before anything is allocated for it."""
 
+_encoder = msgspec.msgpack.Encoder()
+_session_decoder = msgspec.msgpack.Decoder(StoredResponseSession)
+_item_decoder = msgspec.msgpack.Decoder(Item)
+
 
 class _Contexts(threading.local):
     """zstd contexts per thread, a pair without the dictionary and a pair with it (a context
@@ -203,27 +106,174 @@ class _Contexts(threading.local):
 
 _contexts = _Contexts()
 
+Where = Union[str, Callable[[], str]]
+"""Where a value was found, for the error: a string, or a function that makes it (made
+only when the value does not decode: the reads that go well, nearly all, skip it)."""
+
+
+def _place(where: Where) -> str:
+    return where if isinstance(where, str) else where()
+
+
+# -- writing ------------------------------------------------------------------------
+
+def encode(value: Any) -> bytes:
+    """msgpack of ``value``; what cannot be encoded is ``session.input.invalid``."""
+    try:
+        return _encoder.encode(value)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise SessionError(ErrorCode.INPUT_INVALID, f"value cannot be encoded: {exc}") from None
+    except RecursionError:
+        raise SessionError(ErrorCode.INPUT_INVALID, "value nests too deeply to be encoded") from None
+
 
 def pack(data: bytes, flags: int, compress: bool = True) -> bytes:
-    """``data`` behind the packed marker with ``flags``, compressed (with ``compress``)
-    when that is smaller (values under ``COMPRESS_MIN_BYTES`` are not tried); ``data``
-    itself when there is nothing to mark."""
+    """``data`` (msgpack) as it is stored: the marker, the format and ``flags``, then
+    ``data`` itself or, with ``compress``, a zstd frame of it where that is smaller
+    (values under ``COMPRESS_MIN_BYTES`` are not tried)."""
     if compress and len(data) >= COMPRESS_MIN_BYTES:
         small = len(data) < DICTIONARY_BELOW
         squeezed = (_contexts.small_compressor if small else _contexts.compressor).compress(data)
-        if len(squeezed) + 2 < len(data):
-            return bytes((PACKED, flags | ZSTD | (DICTIONARY if small else 0))) + squeezed
-    return bytes((PACKED, flags)) + data if flags else data
+        if len(squeezed) < len(data):
+            return bytes((MARK, FORMAT << 4 | flags | ZSTD | (DICTIONARY if small else 0))) + squeezed
+    return bytes((MARK, FORMAT << 4 | flags)) + data
 
 
-def _unpack(data: bytes, where: Where, limit: int) -> tuple[int, Union[bytes, memoryview]]:
-    """A packed value's flags and its msgpack bytes (decompressed if need be, to at most
+def encode_items(items: object, max_item_bytes: int, max_batch_bytes: int, max_items: int) -> list[bytes]:
+    """Validate and encode a whole batch of items before anything is written: a list
+    of at most ``max_items`` dicts with string keys, each encoding to at most
+    ``max_item_bytes``, all together to at most ``max_batch_bytes`` (counted before
+    compression, so a limit means the same with it or without). Returns their msgpack:
+    :func:`pack` makes each what is stored."""
+    if not isinstance(items, list):
+        raise SessionError(ErrorCode.INPUT_INVALID, f"items must be a list, got {type(items).__name__}")
+    if len(items) > max_items:
+        raise SessionError(ErrorCode.INPUT_INVALID, f"{len(items)} items in one call, at most {max_items}")
+    out: list[bytes] = []
+    total = 0
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise SessionError(ErrorCode.INPUT_INVALID, f"item {index} must be a dict, got {type(item).__name__}")
+        for key in item:
+            if not isinstance(key, str):
+                raise SessionError(ErrorCode.INPUT_INVALID, f"item {index} has a non-string key {key!r}")
+        validate.nesting(item, f"item {index}")
+        data = encode(item)
+        if len(data) > max_item_bytes:
+            raise SessionError(ErrorCode.RECORD_TOO_LARGE,
+                               f"item {index} encodes to {len(data)} bytes, the limit is {max_item_bytes}")
+        total += len(data)
+        if total > max_batch_bytes:
+            raise SessionError(ErrorCode.RECORD_TOO_LARGE,
+                               f"the items encode to more than {max_batch_bytes} bytes together (max_batch_bytes)")
+        out.append(data)
+    return out
+
+
+def _nesting_fields(struct: type[msgspec.Struct]) -> tuple[str, ...]:
+    """The fields of a stored type that may hold lists or dicts (so may nest)."""
+    def may_nest(kind: msgspec.inspect.Type) -> bool:
+        if isinstance(kind, msgspec.inspect.UnionType):
+            return any(may_nest(t) for t in kind.types)
+        return isinstance(kind, (msgspec.inspect.ListType, msgspec.inspect.DictType, msgspec.inspect.AnyType,
+                                 msgspec.inspect.TupleType, msgspec.inspect.VarTupleType))
+    info = msgspec.inspect.type_info(struct)
+    assert isinstance(info, msgspec.inspect.StructType)
+    return tuple(f.name for f in info.fields if may_nest(f.type))
+
+
+_NESTED = tuple((path, name) for path, struct in (("", StoredResponseSession), ("request.", StoredResponseRequestSnapshot),
+                                                  ("response.", StoredResponseSnapshot))
+                for name in _nesting_fields(struct))
+# Every list, dict or struct msgpack writes starts with one of these bytes; other
+# bytes (in strings, say) may be among them too, so counting them bounds the depth.
+_CONTAINER_HEADERS = bytes(range(0x80, 0xA0)) + bytes(range(0xDC, 0xE0))
+_SCAN_BELOW = 4096
+"""Records shorter than this are scanned for container headers (about 0.5 ns a byte)
+before the field-by-field walk (about 3 us for a gateway's record, whatever its size)."""
+
+
+def _check_nesting(session: StoredResponseSession) -> None:
+    """Refuse a record whose lists and dicts nest deeper than validate.MAX_NESTING, field
+    by field, naming the field, before msgspec recurses into it or writes something a
+    reader with less stack could not read back."""
+    parts = {"": session, "request.": session.request, "response.": session.response}
+    for path, name in _NESTED:
+        value = getattr(parts[path], name, None)
+        if isinstance(value, (dict, list, tuple)):
+            validate.nesting(value, path + name)
+
+
+def _shallow(kind: Any) -> Any:
+    """``kind`` with every ``Any`` a ``msgspec.Raw``: decoding to it checks every typed
+    field (ids, numbers, items as dicts with string keys) and skips the free-form values
+    inside items, without building them (about 0.9 us for a 20 KB record, against 2 to 10
+    for a full decode). Made from the stored types, so it cannot drift from them."""
+    if kind is Any:
+        return msgspec.Raw
+    if isinstance(kind, type) and issubclass(kind, msgspec.Struct):
+        hints = typing.get_type_hints(kind)
+        info = msgspec.inspect.type_info(kind)
+        assert isinstance(info, msgspec.inspect.StructType)
+        return msgspec.defstruct(f"{kind.__name__}Check", [
+            (f.name, _shallow(hints[f.name])) if f.required else (f.name, _shallow(hints[f.name]), None)
+            for f in info.fields], kw_only=True)
+    args = typing.get_args(kind)
+    if not args:
+        return kind
+    origin = typing.get_origin(kind)
+    return Union[tuple(_shallow(a) for a in args)] if origin is Union else origin[tuple(_shallow(a) for a in args)]
+
+
+_record_checker = msgspec.msgpack.Decoder(_shallow(StoredResponseSession))
+
+
+def encode_record(session: StoredResponseSession, compress: bool, max_bytes: int) -> bytes:
+    """A record as it is stored: without the ids its field's name says, behind the marker,
+    compressed with ``compress``. Refused before anything is written: a record that nests
+    too deeply (``session.input.invalid`` naming the field), that encodes to more than
+    ``max_bytes`` before compression (``session.record.too_large``), or whose fields do not
+    have their types (msgspec does not check on construction: it would not read back)."""
+    response = session.response
+    flags = ID_LEFT_OUT
+    if response.id == session.id:
+        flags |= RESPONSE_ID_LEFT_OUT
+        response = msgspec.structs.replace(response, id="")
+    try:
+        blob = encode(msgspec.structs.replace(session, id="", response=response))
+    except SessionError:
+        _check_nesting(session)  # name the field, if that is why it would not encode
+        raise
+    if len(blob) >= _SCAN_BELOW or len(blob) - len(blob.translate(None, _CONTAINER_HEADERS)) > validate.MAX_NESTING:
+        _check_nesting(session)
+    if len(blob) > max_bytes:
+        raise SessionError(ErrorCode.RECORD_TOO_LARGE,
+                           f"response {session.id!r} encodes to {len(blob)} bytes; the limit is {max_bytes}")
+    try:
+        _record_checker.decode(blob)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise SessionError(ErrorCode.INPUT_INVALID, f"response {session.id!r} is not a valid record: {exc}") from None
+    return pack(blob, flags, compress)
+
+
+# -- reading ------------------------------------------------------------------------
+
+def _unpack(data: object, where: Where, limit: int) -> tuple[int, Union[bytes, memoryview]]:
+    """A stored value's flags and its msgpack (decompressed if need be, to at most
     ``limit`` bytes)."""
-    flags = data[1] if len(data) > 1 else 0
-    if flags & ~_FLAGS or flags == 0 or flags & (ZSTD | DICTIONARY) == DICTIONARY:
-        raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} is a packed value of a form this "
-                           f"version does not know (flags {flags:#x})")
+    if type(data) is not bytes:  # bytes, what redis-py returns, go straight on
+        if not isinstance(data, (bytearray, memoryview, str)):
+            raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} holds {type(data).__name__}, not bytes")
+        data = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else bytes(data)
+    if len(data) < 2 or data[0] != MARK or data[1] >> 4 != FORMAT:
+        version = f"data format {data[1] >> 4}" if len(data) > 1 and data[0] == MARK else "no data format"
+        raise SessionError(ErrorCode.RECORD_UNSUPPORTED, f"{_place(where)} was written in {version}; this version "
+                           f"reads data format {FORMAT} only")
+    flags = data[1] & 0x0F
     if not flags & ZSTD:
+        if flags & DICTIONARY:
+            raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} says it uses the dictionary but is not "
+                               "compressed")
         return flags, memoryview(data)[2:]
     frame = memoryview(data)[2:]
     try:
@@ -240,29 +290,25 @@ def _unpack(data: bytes, where: Where, limit: int) -> tuple[int, Union[bytes, me
         raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} does not decompress: {exc}") from None
 
 
-def decode_session(data: object, where: Where, response_id: str | None = None,
-                   limit: int = MAX_EXPANDED_BYTES) -> StoredResponseSession:
-    """A stored record. ``response_id``: the id it is stored under, which a compact
-    record leaves out (without it a compact record is refused as corrupt); ``limit``: the
-    most it may expand to (the store's ``max_record_bytes``)."""
-    if type(data) is bytes and data[:1] == b"\xc1":
-        return _expand(data, where, response_id, limit)
-    return _decode(_session_decoder, data, where)
+def _decode(decoder: msgspec.msgpack.Decoder[T], body: Union[bytes, memoryview], where: Where) -> T:
+    try:
+        return decoder.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} does not decode: {exc}") from None
+    except RecursionError:
+        raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} nests too deeply to decode") from None
 
 
-def _expand(data: bytes, where: Where, response_id: str | None, limit: int) -> StoredResponseSession:
+def decode_session(data: object, where: Where, response_id: str, limit: int = MAX_EXPANDED_BYTES) -> StoredResponseSession:
+    """A stored record, read under ``response_id`` (the id its field's name says, which the
+    record leaves out); ``limit``: the most it may expand to (``max_record_bytes``)."""
     flags, body = _unpack(data, where, limit)
     session = _decode(_session_decoder, body, where)
-    if not flags & ID_LEFT_OUT:
-        if flags & RESPONSE_ID_LEFT_OUT:
-            raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} leaves out response.id but not id")
-        return session
-    if response_id is None:
-        raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} is a compact record read without its id")
+    if flags & _RECORD_FLAGS != _RECORD_FLAGS and flags & _RECORD_FLAGS != ID_LEFT_OUT:
+        raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} is not stored as a record is")
     response = session.response
     if session.id or (flags & RESPONSE_ID_LEFT_OUT and response.id):
-        raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} is a compact record that holds an id it "
-                           "says it leaves out")
+        raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} holds an id it says it leaves out")
     if flags & RESPONSE_ID_LEFT_OUT:
         response = msgspec.structs.replace(response, id=response_id)
     return msgspec.structs.replace(session, id=response_id, response=response)
@@ -270,20 +316,21 @@ def _expand(data: bytes, where: Where, response_id: str | None, limit: int) -> S
 
 def decode_item(data: object, where: Where, limit: int = MAX_EXPANDED_BYTES) -> Item:
     """A stored item; ``limit``: the most it may expand to (the store's ``max_item_bytes``)."""
-    if type(data) is bytes and data[:1] == b"\xc1":
-        flags, body = _unpack(data, where, limit)
-        if flags & ~(ZSTD | DICTIONARY):
-            raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} is a packed item of a form this "
-                               f"version does not know (flags {flags:#x})")
-        return _decode(_item_decoder, body, where)
-    return _decode(_item_decoder, data, where)
+    flags, body = _unpack(data, where, limit)
+    if flags & _RECORD_FLAGS:
+        raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} is not stored as an item is")
+    return _decode(_item_decoder, body, where)
+
+
+def is_value(data: bytes) -> bool:
+    """Whether ``data`` starts as a value of this data format does (what a script checks
+    to tell an item from anything else in a list)."""
+    return len(data) > 1 and data[0] == MARK and data[1] >> 4 == FORMAT
 
 
 def plain_size(data: bytes) -> int:
     """How many bytes a stored value counts for against a limit: its msgpack before
     compression (a compressed frame says it in its header), the marker aside."""
-    if data[:1] != b"\xc1":
-        return len(data)
     if len(data) > 1 and data[1] & ZSTD:
         try:
             size = zstandard.frame_content_size(memoryview(data)[2:])

@@ -15,9 +15,10 @@ from .ids import validate_id
 from .items import ItemSession, RedisSession, SyncRedisSession
 from .keys import DEFAULT_PREFIX
 from .limits import DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL_SECONDS, MAX_BATCH_BYTES
-from .redis_client import DEFAULT_TIMEOUT
+from .budget import DEFAULT_TIMEOUT
 from .replication import DEFAULT_ACK_TIMEOUT, MAX_REPLICA_ACKS
-from .responses.store import DEFAULT_MAX_DEPTH, ChainStore, RedisResponseSessionStore
+from .options import ItemOptions, ResponseOptions
+from .responses.store import RedisResponseSessionStore
 from .responses.sync import SyncResponseSessionStore
 
 
@@ -46,20 +47,15 @@ class SessionConfig(BaseSettings):
     key_prefix: str = DEFAULT_PREFIX
     ttl_seconds: Optional[int] = Field(default=DEFAULT_TTL_SECONDS, gt=0)
     sliding_ttl: bool = False
-    max_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=1)
+    max_depth: int = Field(default=ResponseOptions().max_depth, ge=1)
     max_record_bytes: int = Field(default=DEFAULT_MAX_RECORD_BYTES, ge=1024)
     replay_instructions: bool = False
     response_expiry: bool = True
     """Each response expires on its own once no live response descends from it (threads
-    stop growing); False: a thread expires whole, as before this version."""
-    compact_records: bool = True
-    """Records leave out the ids their reader knows (about 108 bytes of a gateway's small
-    response). Builds before compact records cannot read them (they refuse them as
-    corrupt): while such a worker still reads the store, set False."""
+    stop growing); False: a thread this store starts expires whole."""
     compression: bool = True
     """Records and items of 512 bytes or more are stored zstd-compressed where that makes
-    them smaller (English prose: 1.6x at 0.7 KB, 2.6x at 20 KB). Builds before this one
-    cannot read them: while such a worker still reads the store, set False."""
+    them smaller ([benchmarks](docs/benchmarks.md) has what it saves and costs)."""
     max_batch_bytes: int = Field(default=MAX_BATCH_BYTES, ge=1024)
     """Item sessions: the most bytes one ``add_items`` call may add (its items, encoded)."""
 
@@ -128,36 +124,34 @@ class SessionConfig(BaseSettings):
             raise SessionError(ErrorCode.INPUT_INVALID, f"invalid session config: {exc}") from None
 
 
-def _redis_options(config: SessionConfig) -> dict[str, Any]:
-    """What ``from_url`` takes from ``config`` besides the URL, on either API."""
-    return dict(cluster=config.cluster, timeout=config.timeout_seconds, redis_kwargs=config.client_options(),
-                replica_acks=config.replica_acks, replica_ack_timeout=config.replica_ack_timeout_seconds)
+_RENAMED = {"timeout": "timeout_seconds", "replica_ack_timeout": "replica_ack_timeout_seconds"}
+"""Options whose setting has another name (the environment's names say their unit)."""
 
 
-def _response_options(config: SessionConfig, conversations: Any) -> dict[str, Any]:
-    return dict(key_prefix=config.key_prefix, ttl_seconds=config.ttl_seconds, max_depth=config.max_depth,
-                max_record_bytes=config.max_record_bytes, sliding_ttl=config.sliding_ttl,
-                replay_instructions=config.replay_instructions, response_expiry=config.response_expiry,
-                compact_records=config.compact_records, compression=config.compression, conversations=conversations)
+def options_of(config: SessionConfig, fields: tuple[str, ...], **more: Any) -> dict[str, Any]:
+    """The options named ``fields`` (a store's options struct's) that ``config`` sets, and ``more``."""
+    given = {name: getattr(config, _RENAMED.get(name, name)) for name in fields
+             if _RENAMED.get(name, name) in SessionConfig.model_fields}
+    return {**given, **more}
 
 
-def _item_options(config: SessionConfig) -> dict[str, Any]:
-    """An item session's or conversation store's settings from ``config``."""
-    return dict(key_prefix=config.key_prefix, ttl_seconds=config.ttl_seconds, sliding_ttl=config.sliding_ttl,
-                max_batch_bytes=config.max_batch_bytes, compression=config.compression)
+def _url(config: SessionConfig) -> dict[str, Any]:
+    """What ``from_url`` takes besides the URL and the options."""
+    return dict(cluster=config.cluster, redis_kwargs=config.client_options())
 
 
-def create_response_session_store(config: SessionConfig, *, conversations: ConversationStore | None = None) -> ChainStore:
+def create_response_session_store(config: SessionConfig, *,
+                                  conversations: ConversationStore | None = None) -> RedisResponseSessionStore:
     """The response store ``config`` describes. With ``conversations`` (built from the same
     config), a response saved with ``conversation_id`` appends its turn to that
     conversation in the same atomic step."""
-    options = _response_options(config, conversations)
+    options = options_of(config, ResponseOptions.__struct_fields__, conversations=conversations)
     if config.store_backend == "memory":
         from .memory import MemoryResponseSessionStore  # fakeredis: loaded by memory mode only
 
-        return MemoryResponseSessionStore(**options)
+        return MemoryResponseSessionStore(**{**options, "timeout": None})
     assert config.url is not None
-    return RedisResponseSessionStore.from_url(config.url, **_redis_options(config), **options)
+    return RedisResponseSessionStore.from_url(config.url, **_url(config), **options)
 
 
 def create_item_session(config: SessionConfig, session_id: str) -> ItemSession:
@@ -165,24 +159,26 @@ def create_item_session(config: SessionConfig, session_id: str) -> ItemSession:
 
     A Redis session built here owns its client: ``await session.close()`` when done.
     """
+    options = options_of(config, ItemOptions.__struct_fields__)
     if config.store_backend == "memory":
         from .memory import MemorySession
 
-        return MemorySession(session_id, **_item_options(config))
+        return MemorySession(session_id, **{**options, "timeout": None})
     assert config.url is not None
-    return RedisSession.from_url(session_id, url=config.url, **_redis_options(config), **_item_options(config))
+    return RedisSession.from_url(session_id, url=config.url, **_url(config), **options)
 
 
 def create_conversation_store(config: SessionConfig) -> ConversationStore:
     """A Conversations API store with the config's backend, prefix, TTL (and sliding),
     item limits and client settings. A Redis store built here owns its client:
     ``await store.close()`` when done."""
+    options = options_of(config, ItemOptions.__struct_fields__)
     if config.store_backend == "memory":
         from .memory import MemoryConversationStore
 
-        return MemoryConversationStore(**_item_options(config))
+        return MemoryConversationStore(**{**options, "timeout": None})
     assert config.url is not None
-    return RedisConversationStore.from_url(config.url, **_redis_options(config), **_item_options(config))
+    return RedisConversationStore.from_url(config.url, **_url(config), **options)
 
 
 # -- the same, for synchronous code ---------------------------------------------------
@@ -194,31 +190,33 @@ def create_sync_response_session_store(config: SessionConfig, *,
                                        conversations: SyncConversationStore | None = None) -> SyncResponseSessionStore:
     """:func:`create_response_session_store` for synchronous code. A store built here owns
     its client: ``store.close()`` (or ``with``) when done."""
-    options = _response_options(config, conversations)
+    options = options_of(config, ResponseOptions.__struct_fields__, conversations=conversations)
     if config.store_backend == "memory":
         from .memory import sync_client
 
         client = conversations.client if conversations is not None else sync_client()
-        return SyncResponseSessionStore(client, timeout=None, **options)
+        return SyncResponseSessionStore(client, **{**options, "timeout": None})
     assert config.url is not None
-    return SyncResponseSessionStore.from_url(config.url, **_redis_options(config), **options)
+    return SyncResponseSessionStore.from_url(config.url, **_url(config), **options)
 
 
 def create_sync_item_session(config: SessionConfig, session_id: str) -> SyncRedisSession:
     """:func:`create_item_session` for synchronous code (``session.close()`` when done)."""
+    options = options_of(config, ItemOptions.__struct_fields__)
     if config.store_backend == "memory":
         from .memory import SHARED_SERVER, sync_client
 
-        return SyncRedisSession(session_id, client=sync_client(SHARED_SERVER), timeout=None, **_item_options(config))
+        return SyncRedisSession(session_id, client=sync_client(SHARED_SERVER), **{**options, "timeout": None})
     assert config.url is not None
-    return SyncRedisSession.from_url(session_id, url=config.url, **_redis_options(config), **_item_options(config))
+    return SyncRedisSession.from_url(session_id, url=config.url, **_url(config), **options)
 
 
 def create_sync_conversation_store(config: SessionConfig) -> SyncConversationStore:
     """:func:`create_conversation_store` for synchronous code (``store.close()`` when done)."""
+    options = options_of(config, ItemOptions.__struct_fields__)
     if config.store_backend == "memory":
         from .memory import sync_client
 
-        return SyncConversationStore(sync_client(), timeout=None, **_item_options(config))
+        return SyncConversationStore(sync_client(), **{**options, "timeout": None})
     assert config.url is not None
-    return SyncConversationStore.from_url(config.url, **_redis_options(config), **_item_options(config))
+    return SyncConversationStore.from_url(config.url, **_url(config), **options)

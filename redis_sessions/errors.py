@@ -15,7 +15,10 @@ follows from the code wherever the error is raised.
 
 from __future__ import annotations
 
+import asyncio
 from enum import Enum
+
+from redis import exceptions as rx
 
 
 class ErrorCode(str, Enum):
@@ -27,6 +30,7 @@ class ErrorCode(str, Enum):
     ID_INVALID = "session.id.invalid"
     RECORD_TOO_LARGE = "session.record.too_large"
     RECORD_CORRUPT = "session.record.corrupt"
+    RECORD_UNSUPPORTED = "session.record.unsupported"
     BACKEND_UNAVAILABLE = "session.backend.unavailable"
     BACKEND_TIMEOUT = "session.backend.timeout"
     BACKEND_FULL = "session.backend.full"
@@ -53,6 +57,9 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.ID_INVALID: 400,
     ErrorCode.RECORD_TOO_LARGE: 413,
     ErrorCode.RECORD_CORRUPT: 500,
+    # written in another data format than this version reads (docs/key-layout.md): a rolling
+    # deploy's newer writer, or a layout from before the first format; never misread
+    ErrorCode.RECORD_UNSUPPORTED: 500,
     ErrorCode.BACKEND_UNAVAILABLE: 503,  # down, unreachable, restarting, failing over: try again
     ErrorCode.BACKEND_TIMEOUT: 503,  # no answer within the call's budget: the write may or may not have run
     ErrorCode.BACKEND_FULL: 507,  # maxmemory reached under noeviction: not an outage, retrying will not help
@@ -122,3 +129,104 @@ _SUBCLASS: dict[ErrorCode, type[SessionError]] = {
     ErrorCode.CLIENT_CLOSED: ClientStateError,
     ErrorCode.CLIENT_WRONG_LOOP: ClientStateError,
 }
+
+
+# -- redis-py's exceptions, as SessionErrors ---------------------------------------
+
+class translate_errors:
+    """``async with translate_errors(where):`` turns redis-py exceptions raised in the
+    block into SessionErrors. A class, not a generator: it sits on every call."""
+
+    __slots__ = ("where",)
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if not isinstance(exc, Exception):
+            return None
+        replacement = translated(exc, self.where)
+        if replacement is not exc:
+            raise replacement from None
+
+
+def translated(exc: Exception, where: str) -> Exception:
+    """What ``translate_errors`` raises for ``exc``, for the hottest reads, which catch
+    it themselves (a ``try`` costs nothing until it raises; ``async with`` runs two
+    coroutines on every call): the SessionError, or ``exc`` itself when it is not
+    redis-py's."""
+    if isinstance(exc, SessionError):
+        return exc
+    return translate(exc, where) or exc
+
+
+_DENIED = (rx.AuthenticationError, rx.AuthorizationError, rx.NoPermissionError)
+_NOT_NOW = (rx.BusyLoadingError, rx.TryAgainError, rx.ClusterDownError, rx.ReadOnlyError, rx.AskError)
+"""redis-py's classes for a server that cannot serve now (MasterDownError and MovedError are subclasses)."""
+_NOT_NOW_PREFIXES = ("BUSY",)
+"""Error replies redis-py has no class for, by the server's prefix: a script running too long."""
+_CORRUPT_HINTS = ("WRONGTYPE", "not an integer", "not a valid float", "out of range")
+
+
+def translate(exc: BaseException, where: str) -> SessionError | None:
+    """The SessionError for an exception from redis-py or the transport, known by its
+    type; None for anything else (a bug of ours, which should surface as itself)."""
+    if isinstance(exc, SessionError):
+        return exc
+    if isinstance(exc, rx.NoScriptError):  # only if the retry-as-EVAL path itself failed
+        return SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: script could not be loaded")
+    if isinstance(exc, _DENIED):
+        return SessionError(ErrorCode.BACKEND_DENIED, f"{where}: Redis refused the credentials or ACL permissions: {exc}")
+    if isinstance(exc, rx.ResponseError):
+        return _translate_reply(exc, where)
+    if isinstance(exc, (rx.TimeoutError, TimeoutError, asyncio.TimeoutError)):
+        return SessionError(ErrorCode.BACKEND_TIMEOUT, f"{where}: Redis did not answer in time")
+    if isinstance(exc, (rx.RedisError, rx.RedisClusterException, OSError, EOFError)):
+        return SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: Redis is unavailable: {exc}")
+    if isinstance(exc, RuntimeError) and ("loop" in str(exc)):
+        return SessionError(ErrorCode.CLIENT_WRONG_LOOP, f"{where}: the Redis client belongs to another event loop ({exc})")
+    return None
+
+
+def _translate_reply(exc: rx.ResponseError, where: str) -> SessionError:
+    text = str(exc)
+    if isinstance(exc, rx.OutOfMemoryError) or "used memory > 'maxmemory'" in text:  # the latter: inside a script
+        return SessionError(ErrorCode.BACKEND_FULL, f"{where}: Redis is out of memory (maxmemory): {text}")
+    if "no permissions" in text:  # an ACL refusal inside a script, as older servers word it
+        return SessionError(ErrorCode.BACKEND_DENIED, f"{where}: Redis refused the credentials or ACL permissions: {text}")
+    if isinstance(exc, _NOT_NOW) or text.startswith(_NOT_NOW_PREFIXES):
+        return SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"{where}: Redis cannot serve this now: {text}")
+    if "DB index" in text:  # SELECT on connecting: the URL names a database the server lacks
+        return SessionError(ErrorCode.INPUT_INVALID, f"{where}: the URL's database number is out of the server's "
+                            "range (databases, 16 by default)")
+    if any(hint in text for hint in _CORRUPT_HINTS):
+        return SessionError(ErrorCode.RECORD_CORRUPT, f"{where} holds data of the wrong type or shape: {text}")
+    return SessionError(ErrorCode.BACKEND_ERROR, f"{where}: Redis answered with an error: {text}")
+
+
+REFUSALS: dict[str, ErrorCode] = {
+    "RSEXISTS": ErrorCode.STORE_CONFLICT,  # the id is taken, by another record
+    "RSEXPECTED": ErrorCode.STORE_CONFLICT,  # the parent is not the one the caller expected
+    "RSPARENT": ErrorCode.CHAIN_NOT_FOUND,  # the parent named is not there
+    "RSCYCLE": ErrorCode.CHAIN_CYCLE_DETECTED,
+    "RSDEEP": ErrorCode.CHAIN_DEPTH_EXCEEDED,
+    "RSCORRUPT": ErrorCode.RECORD_CORRUPT,  # a key's bookkeeping does not parse
+    "RSVERSION": ErrorCode.RECORD_UNSUPPORTED,  # a key written in another data format
+    "RSFORGOTTEN": ErrorCode.STORE_CONFLICT,  # a re-sent pop whose item is no longer remembered
+    "RSFULL": ErrorCode.INPUT_INVALID,  # past a count the caller set (max_items)
+    "RSREUSED": ErrorCode.IDEMPOTENCY_KEY_REUSED,
+    "RSNOCONV": ErrorCode.CONVERSATION_NOT_FOUND,
+    "RSNOITEM": ErrorCode.CONVERSATION_ITEM_NOT_FOUND,
+    "RSDUP": ErrorCode.STORE_CONFLICT,  # an item id a live item of the conversation has
+}
+"""Every refusal a script makes, by the first word of its error reply: a script refuses
+with ``redis.error_reply('<WORD> <sentence>')`` before its first write (lua/*.lua)."""
+
+
+def refused(word: str, sentence: str, where: str) -> SessionError | None:
+    """The SessionError of a script's refusal (None: ``word`` is not one of ours)."""
+    code = REFUSALS.get(word)
+    return None if code is None else SessionError(code, f"{where}: {sentence}")

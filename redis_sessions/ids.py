@@ -9,9 +9,7 @@ Ids minted by :func:`new_response_id` carry their conversation's *thread tag*,
 ``resp_<thread:16 hex>_<random:32 hex>``; every response of a conversation
 shares it, so its whole chain lives in one hash slot and the store finds it
 without a lookup. Ids minted elsewhere are found through a small locator key
-(see :mod:`redis_sessions.keys`). Two hints ride in the random part, each checked by
-whoever acts on it: a thread's root repeats the whole tag (:func:`roots_thread`), a
-response whose record will keep a names list its second half (:func:`marks_names`).
+(see :mod:`redis_sessions.keys`). The random part is random: nothing rides in it.
 """
 
 from __future__ import annotations
@@ -54,28 +52,6 @@ def new_thread_tag() -> str:
     return secrets.token_hex(8)
 
 
-def mint_root_id() -> str:
-    """An id that starts a thread: ``resp_<thread>_<thread><16 hex>``. Its random part
-    repeats its thread tag, which tells :func:`roots_thread` that it was minted with no
-    parent (128 random bits still, the tag's 64 and 64 more)."""
-    thread = new_thread_tag()
-    return f"resp_{thread}_{thread}{secrets.token_hex(8)}"
-
-
-def roots_thread(response_id: str, thread: str) -> bool:
-    """Whether ``response_id``, minted for ``thread`` (:func:`thread_of`), was minted to start
-    it: a hint only (a caller may still have saved it under a parent, and a continuation's
-    random part repeats its tag once in 2**64), so whoever acts on it checks the record's
-    own parent."""
-    return response_id[22:38] == thread
-
-
-def minted_root(response_id: str) -> bool:
-    """Whether ``response_id`` was minted here to start a thread (:func:`roots_thread`)."""
-    thread = thread_of(response_id)
-    return thread is not None and roots_thread(response_id, thread)
-
-
 def thread_of(response_id: str) -> str | None:
     """The thread tag carried by an id this package minted, or None for a foreign id."""
     match = _MINTED.fullmatch(response_id)
@@ -84,23 +60,6 @@ def thread_of(response_id: str) -> str | None:
 
 def mint_response_id(thread: str) -> str:
     return f"resp_{thread}_{secrets.token_hex(16)}"
-
-
-def mint_named_id(thread: str) -> str:
-    """An id for a response saved under a chain that keeps a names list
-    (:mod:`redis_sessions.responses.names`): ``resp_<thread>_<thread[8:]><24 hex>``. Its
-    random part repeats the second half of its thread tag, which tells
-    :func:`marks_names` that its record will keep the list, so a resolve of it reads the
-    list with a plain HMGET, no walk (96 random bits of its own, past the thread's tag;
-    a thread's root has 64)."""
-    return f"resp_{thread}_{thread[8:]}{secrets.token_hex(12)}"
-
-
-def marks_names(response_id: str, thread: str) -> bool:
-    """Whether ``response_id``, minted for ``thread``, was minted by :func:`mint_named_id`:
-    a hint only (any id's random part repeats the tag's half once in 2**32, and a list
-    moves on to the next save), so whoever acts on it falls back to the walk."""
-    return response_id[22:30] == thread[8:16]
 
 
 def mint_id(prefix: str) -> str:
@@ -117,7 +76,7 @@ def new_response_id(previous_response_id: str | None = None) -> str:
     the parent's thread.
     """
     if previous_response_id is None:
-        return mint_root_id()
+        return mint_response_id(new_thread_tag())
     thread = thread_of(validate_id(previous_response_id, "previous_response_id"))
     if thread is None:
         raise SessionError(

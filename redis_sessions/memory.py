@@ -36,10 +36,10 @@ import fakeredis
 from .conversations import RedisConversationStore
 from .items import RedisSession
 from .keys import KeySpace
-from .redis_client import RedisLink
+from .link import RedisLink
 from .responses import RedisResponseSessionStore
 from .models import StoredResponseSession
-from .responses.store import _initial_sessions, parents_first
+from .responses.store import initial_sessions
 
 T = TypeVar("T")
 
@@ -183,7 +183,7 @@ class MemoryResponseSessionStore(RedisResponseSessionStore):
             server = conversations.server
         self.server = _server(server)
         super().__init__(None, link=_link(self.server), timeout=None, conversations=conversations, **options)
-        initial = parents_first(_initial_sessions(sessions))
+        initial = initial_sessions(sessions)
         if initial:
             _run_apart(functools.partial(self._save_each, initial))
 

@@ -60,7 +60,7 @@ from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
 from redis.client import NEVER_DECODE
 
 from .errors import ErrorCode, SessionError
-from .redis_client import CLUSTERS, SYNC_CLIENTS, SyncRedis, io
+from .link import CLUSTERS, SYNC_CLIENTS, SyncRedis, io
 from .validate import integer, seconds
 
 DEFAULT_ACK_TIMEOUT = 1.0
@@ -106,17 +106,18 @@ class ReplicaAcks:
 
 
 async def write_acked(client: Union[Redis, RedisCluster, SyncRedis], key: str, command: Command, acks: ReplicaAcks,
-                      *, fallback: Command | None = None) -> Any:
+                      *, fallback: Command | None = None, options: dict[str, Any] | None = None) -> Any:
     """Run ``command`` (a write on ``key``) as ``[command, ROLE, WAIT, ROLE]`` on one
     connection; its reply, undecoded, once ``acks.replicas`` replicas have it.
-    ``fallback`` is sent instead after NOSCRIPT (the EVAL of an EVALSHA).
+    ``fallback`` is sent instead after NOSCRIPT (the EVAL of an EVALSHA); ``options``:
+    redis-py's for the write's reply (``get=True``: a SET ... GET's old value).
 
-    A sync client works the same (redis_client.io; pauses block the thread)."""
+    A sync client works the same (link.io; pauses block the thread)."""
     blocking = isinstance(client, SYNC_CLIENTS)
     started = time.monotonic()
-    node, replies = await _send(client, key, command, acks)
+    node, replies = await _send(client, key, command, acks, options or {})
     if isinstance(replies[0], rx.NoScriptError) and fallback is not None:
-        node, replies = await _send(client, key, fallback, acks)
+        node, replies = await _send(client, key, fallback, acks, options or {})
     for reply in replies:
         if isinstance(reply, Exception):
             raise reply
@@ -155,24 +156,24 @@ def _offsets(role: Any) -> tuple[int, list[int]]:
 
 
 async def _send(client: Union[Redis, RedisCluster, SyncRedis], key: str, write: Command,
-                acks: ReplicaAcks) -> tuple[Any, list[Any]]:
+                acks: ReplicaAcks, options: dict[str, Any]) -> tuple[Any, list[Any]]:
     """The node that answered (None: not a cluster) and the four replies, an error
     reply in its place."""
     if not isinstance(client, CLUSTERS):
         read_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
-        return None, await io(_pipelined(client, _commands(write, acks, read_timeout)))
+        return None, await io(_pipelined(client, _commands(write, acks, read_timeout), options))
     if isinstance(client, RedisCluster):
         await client.initialize()
     node = _node(client.get_node_from_key(key))
-    replies = await _on_node(node, write, acks)
+    replies = await _on_node(node, write, acks, options)
     asked = replies[0]
     if isinstance(asked, rx.AskError) and not isinstance(asked, rx.MovedError):  # the slot is moving
         node = _node(client.get_node(host=asked.host, port=asked.port), asked)
-        replies = await _on_node(node, write, acks, asking=True)
+        replies = await _on_node(node, write, acks, options, asking=True)
     elif any(isinstance(reply, _MOVED) for reply in replies):
         await io(client.exists(key))  # redis-py follows the key to its node, and learns where it is
         node = _node(client.get_node_from_key(key))
-        replies = await _on_node(node, write, acks)
+        replies = await _on_node(node, write, acks, options)
     return node, replies
 
 
@@ -182,7 +183,8 @@ def _node(node: Any, error: Exception | None = None) -> Any:
     return node
 
 
-async def _on_node(node: Any, write: Command, acks: ReplicaAcks, *, asking: bool = False) -> list[Any]:
+async def _on_node(node: Any, write: Command, acks: ReplicaAcks, options: dict[str, Any], *,
+                   asking: bool = False) -> list[Any]:
     """The commands in one pipeline on ``node`` (either API's cluster node), sent once;
     ``asking``: after ASKING. A sync node's client is a standalone one, whose pipeline
     redis-py sends again whole on a new connection after a broken one: the write is
@@ -191,10 +193,12 @@ async def _on_node(node: Any, write: Command, acks: ReplicaAcks, *, asking: bool
     kwargs = node.redis_connection.connection_pool.connection_kwargs if sync else node.connection_kwargs
     commands = [*([("ASKING",)] if asking else []), *_commands(write, acks, kwargs.get("socket_timeout"))]
     try:
+        at_write = 1 if asking else 0
         if sync:
-            replies = _pipelined(node.redis_connection, commands)
+            replies = _pipelined(node.redis_connection, commands, options, at_write)
         else:
-            stack = [PipelineCommand(at, *command, **_RAW) for at, command in enumerate(commands)]
+            stack = [PipelineCommand(at, *command, **_RAW, **(options if at == at_write else {}))
+                     for at, command in enumerate(commands)]
             await node.execute_pipeline(stack)
             replies = [command.result for command in stack]
     except _MOVED as exc:  # sending failed: no command has a reply
@@ -202,12 +206,13 @@ async def _on_node(node: Any, write: Command, acks: ReplicaAcks, *, asking: bool
     return list(replies[1 if asking else 0:])
 
 
-def _pipelined(client: Any, commands: Sequence[Command]) -> Any:
+def _pipelined(client: Any, commands: Sequence[Command], options: dict[str, Any], at_write: int = 0) -> Any:
     """``commands`` in one pipeline (``transaction=False``) of a standalone client of either
-    API: their replies, an error reply in its place (an awaitable of them, on asyncio)."""
+    API: their replies, an error reply in its place (an awaitable of them, on asyncio);
+    ``options`` go with the write's (at ``at_write``)."""
     pipe = client.pipeline(transaction=False)
-    for command in commands:
-        pipe.execute_command(*command, **_RAW)
+    for at, command in enumerate(commands):
+        pipe.execute_command(*command, **_RAW, **(options if at == at_write else {}))
     return pipe.execute(raise_on_error=False)
 
 

@@ -13,7 +13,7 @@ from redis_sessions import (
     StoredResponseSnapshot,
     SyncResponseSessionStore,
 )
-from redis_sessions.responses import ChainStore
+from redis_sessions.responses import RedisResponseSessionStore as ChainStore
 
 
 def make_store(backend: Any, **options: Any) -> ChainStore:
@@ -32,7 +32,7 @@ def make_store(backend: Any, **options: Any) -> ChainStore:
 class SyncAdapter:
     """A SyncResponseSessionStore behind ``async def`` methods that call its sync ones, so
     the async behaviour suites run on it unchanged. Attributes the tests reach for
-    (``keys``, ``engine``, ``round_trips``, ...) are the core store's."""
+    (``keys``, ``edge``, ``round_trips``, ...) are the core store's."""
 
     def __init__(self, sync: SyncResponseSessionStore) -> None:
         object.__setattr__(self, "sync", sync)
@@ -95,6 +95,21 @@ def record(
             output_text=f"re: {text}",
         ),
     )
+
+
+def stored(value: Any) -> bytes:
+    """A record as data format 1 stores it (redis_sessions/codec.py), from its msgpack or
+    its dict: without its ids (its field's name holds them), behind the marker."""
+    import msgspec
+
+    from redis_sessions.codec import ID_LEFT_OUT, RESPONSE_ID_LEFT_OUT, pack
+
+    fields = msgspec.msgpack.decode(value) if isinstance(value, bytes) else dict(value)
+    response = dict(fields["response"])
+    flags = ID_LEFT_OUT
+    if response.get("id") == fields.get("id"):
+        response["id"], flags = "", flags | RESPONSE_ID_LEFT_OUT
+    return pack(msgspec.msgpack.encode({**fields, "id": "", "response": response}), flags, compress=False)
 
 
 def thread_tag(response_id: str) -> str:
@@ -175,14 +190,21 @@ async def all_keys(backend: Any, store: ChainStore, *, deadlines: bool = False) 
 async def plant(backend: Any, store: ChainStore, thread: str, records: dict[str, tuple[str, bytes | None]]) -> None:
     """Write ``{id: (parent, record bytes)}`` into ``thread`` behind the store's back
     (None keeps the stored bytes and changes only the parent pointer): for data the
-    store itself would refuse to write (a loop of parents) or that an older version
-    wrote. The thread is created without a TTL if it does not exist."""
+    store itself would refuse to write (a loop of parents). A thread that does not exist
+    is created without a TTL, with the header of data format 1 (lua/chain_lib.lua): the
+    largest record planted, no books."""
     fields: dict[str, Any] = {}
     for rid, (parent, blob) in records.items():
-        fields[store.keys.parent_field(rid)] = parent
+        fields["p:" + rid] = parent
         if blob is not None:
-            fields[store.keys.data_field(rid)] = blob
-    await backend.client.hset(store.keys.thread(thread), mapping=fields)
+            fields["d:" + rid] = blob
+    key = store.keys.thread(thread)
+    largest = max((len(blob) for _, blob in records.values() if blob is not None), default=0)
+    await backend.client.hsetnx(key, "h", f"1 {largest} 0 0 0")
+    head = (await backend.client.hget(key, "h")).split()
+    if int(head[1]) < largest:
+        await backend.client.hset(key, "h", b" ".join([head[0], str(largest).encode(), *head[2:]]))
+    await backend.client.hset(key, mapping=fields)
 
 
 async def readable(store: ChainStore, ids: list[str]) -> dict[str, Any]:
@@ -191,15 +213,15 @@ async def readable(store: ChainStore, ids: list[str]) -> dict[str, Any]:
 
 
 class Resending:
-    """An engine whose chosen calls run twice, as when redis-py re-sends a script whose
+    """An edge whose chosen scripts run twice, as when redis-py re-sends a script whose
     reply was lost: the first copy runs, ``between`` runs (someone else's calls, or a
-    change behind the store's back), then the copy with the same arguments runs and
-    its answer is the one returned. With ``probe`` (a coroutine returning the state),
+    change behind the store's back), then the copy with the same arguments runs and its
+    answer is the one returned. With ``probe`` (a coroutine returning the state),
     ``changed[name]`` records, per call, whether the second copy changed anything.
     Everything else passes through."""
 
-    def __init__(self, inner: Any, calls: set[str], between: Any = None, probe: Any = None) -> None:
-        self.inner = inner
+    def __init__(self, edge: Any, calls: set[str], between: Any = None, probe: Any = None) -> None:
+        self.edge = edge
         self.calls = calls
         self.between = between
         self.probe = probe
@@ -207,27 +229,30 @@ class Resending:
         self.changed: dict[str, list[bool]] = {}
 
     def __getattr__(self, name: str) -> Any:
-        method = getattr(self.inner, name)
+        return getattr(self.edge, name)
+
+    async def run(self, lua: Any, keys: Any, args: Any, **options: Any) -> Any:
+        name = lua.name
         if name not in self.calls:
-            return method
-
-        async def twice(*args: Any) -> Any:
-            self.first.setdefault(name, []).append(await method(*args))
-            if self.between is not None:
-                await self.between(name)
-            before = await self.probe() if self.probe else None
-            answer = await method(*args)
-            if self.probe:
-                self.changed.setdefault(name, []).append(await self.probe() != before)
-            return answer
-
-        return twice
+            return await self.edge.run(lua, keys, args, **options)
+        try:
+            self.first.setdefault(name, []).append(await self.edge.run(lua, keys, args, **options))
+        except Exception as exc:
+            self.first.setdefault(name, []).append(exc)
+        if self.between is not None:
+            await self.between(name)
+        before = await self.probe() if self.probe else None
+        answer = await self.edge.run(lua, keys, args, **options)
+        if self.probe:
+            self.changed.setdefault(name, []).append(await self.probe() != before)
+        return answer
 
 
 def resending(store: ChainStore, calls: set[str], between: Any = None, probe: Any = None) -> Resending:
-    """Make ``store`` re-send ``calls``; returns the wrapper (its ``first`` answers)."""
-    wrapper = Resending(store.engine, calls, between, probe)
-    store.engine = wrapper  # type: ignore[assignment]
+    """Make ``store`` re-send the scripts named ``calls`` (``chain_save``, ``chain_delete``...);
+    returns the wrapper (its ``first`` answers)."""
+    wrapper = Resending(store.edge, calls, between, probe)
+    store.edge = wrapper  # type: ignore[assignment]
     return wrapper
 
 

@@ -22,7 +22,7 @@ from redis_sessions.keys import KeySpace
 from redis_sessions.responses.protocol import SaveRequest, new_token
 
 OPS_FIELD = KeySpace.OPS_FIELD
-from redis_sessions.responses.store import OVERWRITE_CYCLE_WALK_LIMIT, foreign_root_thread
+from redis_sessions.responses.store import CYCLE_WALK_LIMIT, foreign_root_thread
 
 KINDS = pytest.mark.parametrize("kind", ["minted", "foreign"])
 
@@ -141,7 +141,7 @@ async def test_a_resent_save_after_someone_elses_record_is_a_conflict(backend, k
     # the same at the engine: one request, sent twice
     engine = wrapper.inner
     request = SaveRequest(rid, root, False, "", False, msgspec.msgpack.encode(record(rid, root, text="mine")),
-                          store._ttl_ms, OVERWRITE_CYCLE_WALK_LIMIT, new_token())
+                          store._ttl_ms, CYCLE_WALK_LIMIT, new_token())
     thread = thread_for(store, root)
     assert await engine.save(thread, request) == ("exists", rid)
     assert await engine.save(thread, request) == ("exists", rid)
@@ -154,7 +154,7 @@ async def test_the_engine_answers_a_resent_save_request_from_its_ring(backend):
     rid = new_response_id()
     thread = thread_of(rid)
     blob = msgspec.msgpack.encode(record(rid))
-    request = SaveRequest(rid, "", False, "", False, blob, store._ttl_ms, OVERWRITE_CYCLE_WALK_LIMIT, new_token())
+    request = SaveRequest(rid, "", False, "", False, blob, store._ttl_ms, CYCLE_WALK_LIMIT, new_token())
     assert await store.engine.save(thread, request) == ("ok", rid)
     first = await all_keys(backend, store, deadlines=True)
     assert await store.engine.save(thread, request) == ("ok", rid)

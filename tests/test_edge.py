@@ -33,9 +33,9 @@ from redis_sessions import (
     create_response_session_store,
     new_response_id,
 )
-from redis_sessions import budget, redis_client
+from redis_sessions import budget
 from redis_sessions.ids import thread_of
-from redis_sessions.redis_client import bounded
+from redis_sessions.budget import bounded
 from servers import RedisProcess, free_port
 
 BAD_TTLS = ["60", True, 0, -1, float("inf"), float("nan"), 10**17]

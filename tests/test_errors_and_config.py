@@ -15,7 +15,7 @@ from redis_sessions import (
     create_response_session_store,
     new_response_id,
 )
-from redis_sessions.redis_client import translate
+from redis_sessions.errors import translate
 from chains import record
 
 
@@ -29,6 +29,7 @@ def test_the_set_of_error_codes_is_pinned():
         "session.id.invalid": 400,
         "session.record.too_large": 413,
         "session.record.corrupt": 500,
+        "session.record.unsupported": 500,
         "session.backend.unavailable": 503,
         "session.backend.timeout": 503,
         "session.backend.full": 507,

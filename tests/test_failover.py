@@ -36,7 +36,8 @@ from chains import record
 from faultservers import Freezer, freezer, key_slot, slot_owner  # noqa: F401 - fixture
 from redis_sessions import RedisResponseSessionStore, RedisSession, SessionConfig, SessionError, create_item_session
 from redis_sessions.errors import ErrorCode
-from redis_sessions.redis_client import close_client, from_url
+from redis_sessions.link import close_client
+from redis_sessions.client import from_url
 from servers import REDIS_SERVER, ClusterServer
 
 NODE_TIMEOUT_MS = 2000

@@ -35,7 +35,7 @@ from redis_sessions import (
     new_response_id,
 )
 from redis_sessions.ids import marks_names
-from redis_sessions.redis_client import io
+from redis_sessions.link import io
 from redis_sessions.responses.names import NAMES_MIN
 from redis_sessions.scripts import script
 

@@ -15,7 +15,7 @@ from conftest import Backend
 from redis_sessions.errors import ErrorCode, SessionError
 from redis_sessions import MemorySession
 from redis_sessions.items import CompactionSession, ItemSession, RedisSession, SyncCompactionSession, SyncRedisSession
-from redis_sessions.redis_client import run_blocking
+from redis_sessions.link import run_blocking
 from redis_sessions.items import header
 from redis_sessions import tokens
 from redis_sessions.keys import KeySpace

@@ -24,7 +24,7 @@ from conftest import Backend
 from redis_sessions.errors import ErrorCode, SessionError
 from redis_sessions import MemorySession
 from redis_sessions.items import ItemSession, RedisSession
-from redis_sessions.redis_client import RedisLink
+from redis_sessions.link import RedisLink
 from redis_sessions.limits import DEFAULT_TTL_SECONDS
 from servers import free_port
 from test_items import expect_error, make, msgs, pttl, read_path, texts  # noqa: F401 (read_path: a fixture)

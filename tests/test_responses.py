@@ -8,7 +8,7 @@ import fakeredis
 import msgspec
 import pytest
 
-from chains import all_keys, build_chain, make_store, plant, record
+from chains import all_keys, build_chain, make_store, plant, record, stored
 from redis_sessions import (
     ErrorCode,
     MemoryResponseSessionStore,
@@ -18,7 +18,7 @@ from redis_sessions import (
     StoredResponseRequestSnapshot,
     new_response_id,
 )
-from redis_sessions.ids import minted_root, thread_of
+from redis_sessions.ids import thread_of
 from redis_sessions.responses import request_input_items
 
 
@@ -113,11 +113,11 @@ async def test_an_overwrite_that_would_make_a_cycle_is_refused(backend):
 
 async def test_an_overwrite_checks_a_bounded_number_of_parents(backend, monkeypatch):
     """The cycle check of an overwrite read up to 100,000 parent pointers in one script.
-    It reads OVERWRITE_CYCLE_WALK_LIMIT at most now, and refuses a new parent deeper than
+    It reads CYCLE_WALK_LIMIT at most now, and refuses a new parent deeper than
     that (it let such a move through unchecked), writing nothing."""
     from redis_sessions.responses import store as store_module
 
-    monkeypatch.setattr(store_module, "OVERWRITE_CYCLE_WALK_LIMIT", 5)
+    monkeypatch.setattr(store_module, "CYCLE_WALK_LIMIT", 5)
     store = make_store(backend)
     ids = await build_chain(store, 8)
     loose = new_response_id(ids[0])
@@ -183,12 +183,13 @@ async def test_rebuilt_items_take_openai_input_items_shape_and_the_record_keeps_
 
 
 async def test_records_saved_before_the_item_shape_changed_rebuild_in_it(backend):
-    """The shape is made at rebuild time and never stored: records written by the
-    version before it (their bytes, verbatim) resolve to the new shape."""
+    """The shape is made at rebuild time and never stored: records holding items in the
+    shapes their callers saved resolve to the one shape."""
     store = make_store(backend, replay_instructions=True)
     thread = "0123456789abcdef"
     a, b = f"resp_{thread}_{'0' * 32}", f"resp_{thread}_{'0' * 31}1"
-    await plant(backend, store, thread, {a: ("", bytes.fromhex(OLD_RECORD_A)), b: (a, bytes.fromhex(OLD_RECORD_B))})
+    await plant(backend, store, thread, {a: ("", stored(bytes.fromhex(OLD_RECORD_A))),
+                                         b: (a, stored(bytes.fromhex(OLD_RECORD_B)))})
     assert [s.request.input for s in (await store.resolve_chain(b)).sessions] == [
         "one", [{"role": "user", "content": "two"}]]
     assert (await store.resolve_chain(b)).input_items == [
@@ -337,16 +338,14 @@ async def test_round_trips_do_not_grow_with_depth(backend):
     assert store.round_trips - before <= 3
 
 
-async def test_a_root_minted_here_is_resolved_by_one_plain_read_and_its_record_decides(backend):
-    """A root's id repeats its thread tag, so a resolve of it reads the record (one round
-    trip, no walk); the tag is only a hint: an id of that shape saved under a parent is
-    walked, its whole chain returned."""
+async def test_a_root_minted_here_is_resolved_in_one_round_trip_and_its_record_decides(backend):
+    """An id minted here names its thread, so a resolve of a root is one call; what its
+    record says decides: an id saved under a parent has its whole chain returned."""
     store = make_store(backend)
     root = await store.new_response_id()
     child = await store.new_response_id(root)
-    assert minted_root(root) and minted_root(new_response_id()) and not minted_root(child)
     tag = thread_of(root)
-    assert root.startswith(f"resp_{tag}_{tag}") and len(root) == len(child) == 54
+    assert tag == thread_of(child) and len(root) == len(child) == 54
     with pytest.raises(SessionError) as err:
         await store.resolve_chain(root)
     assert err.value.code is ErrorCode.CHAIN_NOT_FOUND
@@ -360,9 +359,8 @@ async def test_a_root_minted_here_is_resolved_by_one_plain_read_and_its_record_d
     with pytest.raises(SessionError) as err:
         await store.resolve_chain(root, max_depth=0)
     assert err.value.code is ErrorCode.CHAIN_DEPTH_EXCEEDED
-    # Shaped like a root of this thread, saved under the root: the record says it has a parent.
+    # An id of this thread saved under the root: the record says it has a parent.
     lookalike = f"resp_{tag}_{tag}{'0' * 16}"
-    assert minted_root(lookalike)
     await store.save(record(lookalike, root, "second"))
     assert [s.id for s in (await store.resolve_chain(lookalike)).sessions] == [root, lookalike]
     # An unfinished root is refused on the short path as on the walk.
@@ -372,35 +370,6 @@ async def test_a_root_minted_here_is_resolved_by_one_plain_read_and_its_record_d
         await store.resolve_chain(other)
     assert err.value.code is ErrorCode.CHAIN_UNAVAILABLE
     assert len((await store.resolve_chain(other, include_incomplete=True)).sessions) == 1
-
-
-async def test_compact_records_read_alike_and_mix_with_full_ones_in_one_chain(backend):
-    """compact_records=True leaves out the ids a reader knows; a chain may hold both forms
-    (a fleet turning it on), and every store reads both the same."""
-    full = make_store(backend, compact_records=False)
-    compact = make_store(backend)  # the default
-    sessions: list = []
-    parent = None
-    for i in range(6):
-        writer = compact if i % 2 else full
-        rid = await writer.new_response_id(parent)
-        session = record(rid, parent, f"turn {i}")
-        if i == 3:  # a response id of its own (an upstream's): kept in the record
-            session = msgspec.structs.replace(session, response=msgspec.structs.replace(session.response, id="up-3"))
-        await writer.save(session)
-        sessions.append(session)
-        parent = rid
-    for reader in (full, compact):
-        assert (await reader.resolve_chain(parent)).sessions == sessions
-        assert [await reader.get(s.id) for s in sessions] == sessions
-    # The same record again is done, whichever form it is stored in; another is a conflict.
-    for writer in (full, compact):
-        for session in sessions[:2]:
-            await writer.save(session)
-        with pytest.raises(SessionError) as err:
-            await writer.save(record(sessions[1].id, sessions[0].id, "changed"))
-        assert err.value.code is ErrorCode.STORE_CONFLICT
-    assert (await full.resolve_chain(parent)).sessions == sessions
 
 
 BAD_IDS = ["", "x" * 257, " lead", "in side", "tab\t", "new\nline", "nul\x00", "bell\x07", "br{ace", "br}ace", 42]
@@ -473,8 +442,7 @@ async def test_unknown_fields_in_stored_data_are_ignored(backend):
     newer = msgspec.to_builtins(record(rid))
     newer["a_field_from_the_future"] = {"x": 1}
     newer["request"]["another_new_one"] = [1, 2]
-    blob = msgspec.msgpack.encode(newer)
-    await backend.client.hset(store.keys.thread(thread_of(rid)), mapping={f"d:{rid}": blob, f"p:{rid}": ""})
+    await plant(backend, store, thread_of(rid), {rid: ("", stored(newer))})
     got = await store.get(rid)
     assert got == record(rid)
     assert StoredResponseRequestSnapshot.__struct_config__.forbid_unknown_fields is False

@@ -34,7 +34,8 @@ from redis_sessions import (
     SyncResponseSessionStore,
     new_response_id,
 )
-from redis_sessions.redis_client import SuspendedError, from_url, run_blocking
+from redis_sessions.link import SuspendedError, run_blocking
+from redis_sessions.client import from_url
 from servers import free_port
 
 

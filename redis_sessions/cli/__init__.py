@@ -18,7 +18,7 @@ from typing import Any, NoReturn, Sequence
 
 from ..errors import ErrorCode, SessionError
 from ..keys import DEFAULT_PREFIX
-from ..responses.store import MAX_DEPTH_LIMIT
+from ..options import MAX_DEPTH_LIMIT
 from ..validate import MAX_TTL_SECONDS
 from . import output
 from .arguments import seconds, whole

@@ -20,7 +20,9 @@ from ..conversations import RedisConversationStore
 from ..errors import ErrorCode, SessionError
 from ..ids import thread_of, validate_id
 from ..keys import KeySpace
-from ..redis_client import AnyRedis, close_client, from_url, translate
+from ..link import AnyRedis, close_client
+from ..client import from_url
+from ..errors import translate
 from ..responses.store import RedisResponseSessionStore
 from .output import redact_url, remember_secrets
 

@@ -34,7 +34,8 @@ from typing import Any, Callable
 from ..config import SessionConfig, create_response_session_store
 from ..errors import ErrorCode, SessionError
 from ..models import Item, StoredResponseRequestSnapshot, StoredResponseSession, StoredResponseSnapshot
-from ..responses.store import DEFAULT_MAX_DEPTH, RedisResponseSessionStore
+from ..options import ResponseOptions
+from ..responses.store import RedisResponseSessionStore
 from . import output
 from .. import items as item_sessions
 from .common import ping
@@ -60,7 +61,7 @@ class DemoOptions:
 
     @property
     def max_depth(self) -> int:
-        return max(DEFAULT_MAX_DEPTH, self.turns + 1)
+        return max(ResponseOptions().max_depth, self.turns + 1)
 
     def store(self) -> RedisResponseSessionStore:
         config = self.config.model_copy(update={"url": self.url, "key_prefix": self.prefix, "ttl_seconds": self.ttl_seconds,

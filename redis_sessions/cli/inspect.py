@@ -18,7 +18,8 @@ from ..ids import validate_id
 from ..keys import KeySpace
 from ..models import StoredResponseSession
 from ..items import RedisSession
-from ..redis_client import as_text, close_client, translate_errors
+from ..link import as_text, close_client
+from ..errors import translate_errors
 from . import output
 from .common import Missing, Target, thread_key
 from .keyscan import LIVE_REPLIES, Failures, Key, KeyKinds, dbsize, live_count, pipelined, primaries, prove_legacy, \

@@ -29,14 +29,19 @@ from redis.asyncio.cluster import RedisCluster
 
 from ..errors import ErrorCode, SessionError
 from ..items import header
-from ..keys import KeySpace, _glob_escape, legacy_locator_owner
-from ..redis_client import AnyRedis, as_text, translate, translate_errors
+from ..keys import _GLOB_SPECIAL, KeySpace
+from ..link import AnyRedis, as_text
+from ..errors import translate, translate_errors
 
 T = TypeVar("T")
 SCAN_COUNT = 500
 BATCH = 500
 _MARK = "\x00"
 _HEX_TAG = re.compile(r"[0-9a-f]{16}")
+
+
+def _glob_escape(text: str) -> str:
+    return _GLOB_SPECIAL.sub(r"\\\1", text)
 
 
 def _template(built: str) -> re.Pattern[str]:
@@ -69,7 +74,6 @@ class KeyKinds:
         ks = self.keys
         patterns = (
             ("items", _template(ks.session_items(_MARK))),
-            ("meta", _template(ks.session_meta(_MARK))),
             ("locator", _template(ks.locator(_MARK))),
             ("thread", _template(ks.thread(_MARK))),
             ("conversation", _template(ks.conversation(_MARK))),
@@ -85,10 +89,7 @@ class KeyKinds:
 
     def legacy(self, key: str) -> Key | None:
         """A candidate old-layout locator of this prefix, or None (another prefix's, or ambiguous)."""
-        owner = legacy_locator_owner(key)
-        if owner is None or owner[0] != self.keys.prefix:
-            return None
-        return Key(key, "legacy_locator", owner[1])
+        return None
 
 
 def scan_match(built: str, id_prefix: str = "") -> str:
@@ -111,7 +112,7 @@ def queue_live(pipe: Any, key: Key) -> None:
     conversation exists. Plain commands, no script."""
     if key.kind == "thread":
         pipe.hlen(key.name)
-        for name in (KeySpace.OPS_FIELD, KeySpace.LAST_WRITE_FIELD, KeySpace.LARGEST_FIELD):
+        for name in ("ops", "h", "-"):
             pipe.hexists(key.name, name)
         pipe.hmget(key.name, "c", "r")  # per-response expiry's record and field counts (chain_lib.lua)
     elif key.kind == "items":
@@ -205,8 +206,6 @@ async def scan_all(
             found.extend(kinds.classify(key) for key in batch)
             if on_batch:
                 on_batch(index, len(nodes), len(found))
-        async for batch in scan(client, kinds.keys.legacy_scan_pattern(), node):
-            found.extend(k for k in map(kinds.legacy, batch) if k is not None)
     return found
 
 

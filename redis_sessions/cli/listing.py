@@ -37,7 +37,8 @@ from urllib.parse import quote, unquote
 
 from ..errors import ErrorCode, SessionError
 from ..keys import KeySpace
-from ..redis_client import AnyRedis, as_text, close_client, translate_errors
+from ..link import AnyRedis, as_text, close_client
+from ..errors import translate_errors
 from . import output
 from .common import Target
 from .keyscan import _MARK, Failures, Key, KeyKinds, LIVE_REPLIES, live_count, pipelined, primaries, queue_live, \

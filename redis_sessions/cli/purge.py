@@ -28,7 +28,8 @@ from typing import Any, Callable
 
 from ..errors import ErrorCode, SessionError
 from ..keys import KeySpace
-from ..redis_client import AnyRedis, as_text, close_client, translate_errors
+from ..link import AnyRedis, as_text, close_client
+from ..errors import translate_errors
 from ..scripts import script
 from . import output
 from .common import Target

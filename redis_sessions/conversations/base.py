@@ -25,7 +25,7 @@ from ..ids import mint_id, validate_id
 from ..keys import DEFAULT_PREFIX, KeySpace
 from ..limits import DEFAULT_TTL_SECONDS, MAX_BATCH_BYTES, MAX_ITEM_BYTES, UNSET, _Unset
 from ..models import Item
-from ..redis_client import bounded
+from ..budget import bounded
 from ..tokens import new_token
 from . import checks, paging
 from .models import Conversation, ConversationDeleted, ConversationItemList

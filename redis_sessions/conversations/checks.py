@@ -16,7 +16,7 @@ from typing import Any, Literal, Optional
 
 from ..errors import ErrorCode, SessionError
 from ..ids import mint_id, validate_id
-from ..codec import encode_items
+from ..codec import encode_items, pack
 from ..models import Item
 
 MAX_METADATA_PAIRS = 16
@@ -100,7 +100,7 @@ def items(value: object, max_item_bytes: int, max_batch_bytes: int, compress: bo
         raise _bad(f"{len(value)} items in one call, the limit is {limit}")
     out = identified(value)
     ids = [str(item["id"]) for item in out]
-    return out, ids, encode_items(out, max_item_bytes, max_batch_bytes, len(out), compress)
+    return out, ids, [pack(data, 0, compress) for data in encode_items(out, max_item_bytes, max_batch_bytes, len(out))]
 
 
 def identified(value: list[Any]) -> list[Item]:

@@ -18,19 +18,16 @@ from ..clock import Clock, system_clock
 from ..errors import ErrorCode, SessionError
 from ..keys import DEFAULT_PREFIX
 from ..limits import MAX_BATCH_BYTES, MAX_ITEM_BYTES, UNSET, _Unset
-from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, translate_errors, without_decode
-from ..replication import DEFAULT_ACK_TIMEOUT, ReplicaAcks, write_acked
-from ..scripts import RawLibScript
+from ..budget import DEFAULT_TIMEOUT
+from ..link import AnyRedis, RedisLink
+from ..client import without_decode
+from ..edge import Edge
+from ..replication import DEFAULT_ACK_TIMEOUT, ReplicaAcks
+from ..scripts import script
 from .base import ConversationStore, Reply
 
-
-def ConvScript(name: str) -> RawLibScript:
-    """A ``conv_*`` script with ``lua/conv_lib.lua`` in front of it, replies undecoded."""
-    return RawLibScript(name, "conv_lib")
-
-
-SCRIPTS = {name: ConvScript(name) for name in ("conv_create", "conv_add", "conv_update", "conv_delete",
-                                               "conv_delete_item", "conv_get", "conv_item", "conv_list")}
+SCRIPTS = {name: script(name) for name in ("conv_create", "conv_add", "conv_update", "conv_delete",
+                                           "conv_delete_item", "conv_get", "conv_item", "conv_list")}
 
 
 class RedisConversationStore(ConversationStore):
@@ -65,6 +62,7 @@ class RedisConversationStore(ConversationStore):
         self.link.owner = "the conversation store"
         self.timeout = self.link.timeout
         self._acks = ReplicaAcks.of(replica_acks, replica_ack_timeout)
+        self._edge = Edge(self.link, self._acks)
 
     @classmethod
     def from_url(
@@ -91,18 +89,8 @@ class RedisConversationStore(ConversationStore):
         await self.link.close()
 
     async def _run(self, name: str, key: str, args: list[bytes], write: bool) -> Reply:
-        lua = SCRIPTS[name]
         where = f"conversation key {key!r}"
-        try:
-            if write and self._acks is not None:
-                reply = await write_acked(self.link.client, key, ("EVALSHA", lua.sha, 1, key, *args), self._acks,
-                                          fallback=("EVAL", lua.source, 1, key, *args))
-            else:
-                reply = await lua(self.link.client, (key,), args)
-        except Exception:
-            async with translate_errors(where):
-                raise
-            raise  # not a redis-py error: a bug of ours, as itself
+        reply = await self._edge.run(SCRIPTS[name], (key,), args, where=where, write=write)
         if not isinstance(reply, list) or not reply:
             raise SessionError(ErrorCode.RECORD_CORRUPT, f"{where}: unexpected script reply {reply!r}"[:300])
         return cast(Reply, reply)

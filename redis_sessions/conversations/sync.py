@@ -1,7 +1,7 @@
 """The conversation store for synchronous code, built as the response store's is
 (:mod:`redis_sessions.responses.sync`): the logic is the ``async def`` methods of
 :class:`~.base.ConversationStore`, held here on a redis-py *sync* client and run
-with :func:`~redis_sessions.redis_client.run_blocking`. Every script call is a
+with :func:`~redis_sessions.link.run_blocking`. Every script call is a
 blocking call that returns its reply (``RawLibScript``, ``write_acked``), so each
 coroutine ends on its first ``send(None)``: no loop, no thread, nothing copied.
 
@@ -19,7 +19,9 @@ from ..clock import Clock, system_clock
 from ..keys import DEFAULT_PREFIX, KeySpace
 from ..limits import MAX_BATCH_BYTES, MAX_ITEM_BYTES, UNSET, _Unset
 from ..models import Item
-from ..redis_client import DEFAULT_TIMEOUT, Blocking, RedisLink, SyncRedis, run_blocking, without_decode
+from ..budget import DEFAULT_TIMEOUT
+from ..link import Blocking, RedisLink, SyncRedis, run_blocking
+from ..client import without_decode
 from ..replication import DEFAULT_ACK_TIMEOUT
 from . import checks
 from .models import Conversation, ConversationDeleted, ConversationItemList

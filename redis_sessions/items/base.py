@@ -74,12 +74,12 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, TypeVar, 
 import msgspec
 
 from .. import validate
-from ..codec import PACKED, decode_item, encode_items, pack, plain_size
+from ..codec import decode_item, encode_items, is_value, pack, plain_size
 from ..errors import ErrorCode, SessionError
 from ..ids import validate_id
 from ..keys import DEFAULT_PREFIX, KeySpace
 from ..models import Item
-from ..redis_client import bounded
+from ..budget import bounded
 from ..limits import DEFAULT_TTL_SECONDS, MAX_BATCH_BYTES, MAX_ITEM_BYTES, UNSET, _Unset
 from ..tokens import Pending, keyed_token, new_token
 from . import header as hd
@@ -92,7 +92,6 @@ if TYPE_CHECKING:
 
 MAX_RESTARTS = 8
 """Times a paged read starts over because the list was rewritten under it, before giving up."""
-_MAP_HEADERS = frozenset(range(0x80, 0x90)) | {0xDE, 0xDF, PACKED}
 
 S = TypeVar("S", bound="ItemSession")
 TTL = Union[float, None, _Unset]
@@ -144,9 +143,9 @@ expired, gets a fresh epoch."""
 
 
 def plausible(entry: bytes) -> bool:
-    """The cheap check the Lua scripts make: does the entry start like a msgpack map, or
-    a packed (compressed) one?"""
-    return bool(entry) and entry[0] in _MAP_HEADERS
+    """The cheap check the Lua scripts make: does the entry start as a stored value of this
+    data format does (codec.MARK, then the format)?"""
+    return is_value(entry)
 
 
 def coerce_settings(settings: Union["SessionSettings", dict[str, Any], None]) -> Optional["SessionSettings"]:
@@ -357,7 +356,7 @@ class ItemSession(ABC):
             token = epoch = self._token("add", plain)
         else:  # the body's fingerprint is of the items, not of one zstd build's bytes for them
             token, epoch = keyed_token(key, plain), new_epoch()
-        entries = [pack(e, 0) for e in plain] if self.compression else plain
+        entries = [pack(e, 0, self.compression) for e in plain]
         try:
             await self._eng_add(entries, token, epoch)
         except BaseException as exc:
@@ -509,7 +508,7 @@ class ItemSession(ABC):
         validate.integer(snapshot.rewrites, "snapshot.rewrites")
         if not isinstance(snapshot.epoch, str):
             raise SessionError(ErrorCode.INPUT_INVALID, f"snapshot.epoch must be a str, got {snapshot.epoch!r}")
-        entries = encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_BATCH_ITEMS, self.compression)
+        entries = [pack(e, 0, self.compression) for e in encode_items(items, self.max_item_bytes, self.max_batch_bytes, hd.MAX_BATCH_ITEMS)]
         if not snapshot.epoch or not _was_stored(snapshot.epoch):
             return False
         what = (snapshot.epoch, snapshot.rewrites, snapshot.count, entries)

@@ -33,21 +33,23 @@ from redis.utils import HIREDIS_AVAILABLE
 
 from ..errors import ErrorCode, SessionError
 from ..keys import DEFAULT_PREFIX
-from ..redis_client import DEFAULT_TIMEOUT, AnyRedis, RedisLink, io, translate_errors, without_decode
-from ..replication import DEFAULT_ACK_TIMEOUT, ReplicaAcks, write_acked
+from ..budget import DEFAULT_TIMEOUT
+from ..link import AnyRedis, RedisLink, io
+from ..errors import translate_errors
+from ..client import without_decode
+from ..edge import Edge
+from ..replication import DEFAULT_ACK_TIMEOUT, ReplicaAcks
 from ..limits import UNSET
-from ..scripts import RawLibScript
+from ..scripts import Script, script
 from . import header as hd
 from ..limits import MAX_BATCH_BYTES, MAX_ITEM_BYTES
-from .base import _MAP_HEADERS, TTL, ItemSession, PopReply, RawSnapshot, Snapshot, TailSlice
+from .base import TTL, ItemSession, PopReply, RawSnapshot, Snapshot, TailSlice, plausible
 
 if TYPE_CHECKING:
     from agents.memory import SessionSettings
 
 
-def ItemsScript(name: str) -> RawLibScript:
-    """An ``items_*`` script with ``lua/items_lib.lua`` in front of it, replies undecoded."""
-    return RawLibScript(name, "items_lib")
+ItemsScript = script
 
 
 _ADD = ItemsScript("items_add")
@@ -66,15 +68,9 @@ _WRITES = frozenset((_ADD, _POP, _CLEAR, _FORK, _COMPACT))
 # redis-py's Python parser, one packed bulk reply beats 20 (7.7k vs 6.9k ops/s).
 _PLAIN_READS = HIREDIS_AVAILABLE
 
-# What an encoded item starts with (base.plausible): a msgpack map, or the packed marker.
-_MAP_STARTS = frozenset(bytes([b]) for b in _MAP_HEADERS)
 
 # items_get and items_read reply with one msgpack array of bin values (see frame() in items_lib.lua).
 _FRAMES = msgspec.msgpack.Decoder(list[bytes])
-
-# Errors the scripts raise themselves (items_lib.lua), and what they mean here.
-_SCRIPT_ERRORS = {"RSCORRUPT": ErrorCode.RECORD_CORRUPT, "RSFORGOTTEN": ErrorCode.STORE_CONFLICT,
-                  "RSFULL": ErrorCode.INPUT_INVALID, "RSREUSED": ErrorCode.IDEMPOTENCY_KEY_REUSED}
 
 
 class RedisSession(ItemSession):
@@ -200,24 +196,8 @@ class RedisSession(ItemSession):
         fork._acks = self._acks
         return fork
 
-    async def _call(self, lua: RawLibScript, args: Sequence[Any]) -> Any:
-        try:
-            if self._acks is not None and lua in _WRITES:
-                keys = self._keys
-                return await write_acked(self.link.client, keys[0], ("EVALSHA", lua.sha, len(keys), *keys, *args),
-                                         self._acks, fallback=("EVAL", lua.source, len(keys), *keys, *args))
-            return await lua(self.link.client, self._keys, args)
-        except rx.ResponseError as exc:
-            text = str(exc)
-            code = _SCRIPT_ERRORS.get(text.split(" ", 1)[0])
-            if code is not None:
-                raise SessionError(code, f"{self._where}: {text.split(' ', 1)[-1]}") from None
-            async with translate_errors(self._where):
-                raise
-        except Exception:
-            # Only the failure path pays for the context manager.
-            async with translate_errors(self._where):
-                raise
+    async def _call(self, lua: Script, args: Sequence[Any]) -> Any:
+        return await Edge(self.link, self._acks).run(lua, self._keys, args, where=self._where, write=lua in _WRITES)
 
     def _frames(self, blob: object) -> list[bytes]:
         try:
@@ -250,7 +230,7 @@ class RedisSession(ItemSession):
                 entries = entries[1:]
             elif entries and hd.is_header(entries[0]):
                 entries = self._after_header(entries)
-            if all(e[:1] in _MAP_STARTS for e in entries):
+            if all(map(plausible, entries)):
                 return entries
         return await super()._newest(want)
 

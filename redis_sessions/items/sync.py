@@ -2,7 +2,7 @@
 built as the response store's is (:mod:`redis_sessions.responses.sync`): the logic is
 the ``async def`` methods of :class:`~.base.ItemSession`, held here by a
 :class:`RedisSession` on a redis-py *sync* client and run with
-:func:`~redis_sessions.redis_client.run_blocking`. Every script call, LRANGE and PING
+:func:`~redis_sessions.link.run_blocking`. Every script call, LRANGE and PING
 blocks and returns its reply, so each coroutine ends on its first ``send(None)``: no
 loop, no thread, nothing copied.
 
@@ -18,7 +18,9 @@ import inspect
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Union
 
 from ..errors import ErrorCode, SessionError
-from ..redis_client import DEFAULT_TIMEOUT, Blocking, RedisLink, SyncRedis, run_blocking, without_decode
+from ..budget import DEFAULT_TIMEOUT
+from ..link import Blocking, RedisLink, SyncRedis, run_blocking
+from ..client import without_decode
 from .base import Snapshot
 from .compaction import CompactionOutcome, CompactionSession, ShouldTrigger
 from .redis import RedisSession

@@ -104,7 +104,7 @@ def decode_chain(records: Sequence[object], where: str, start: str,
     expect: str | None = start
     for i, record in enumerate(records):
         session = decode_session(record, lambda i=i: f"{where} (record {i} of the chain)",  # type: ignore[misc]
-                                 ids[i] if ids is not None else expect, limit)
+                                 ids[i] if ids is not None else str(expect), limit)
         sessions.append(session)
         expect = session.previous_response_id
     sessions.reverse()

@@ -1,102 +1,67 @@
 """The response store for synchronous code: Flask, Django, Celery, scripts.
 
-Why it is built this way: the store's logic (keys, scripts, argument checks,
-encoding, error translation, the read strategy of ``resolve_chain``, retries,
-locators) is written once, as the ``async def`` methods of :class:`ChainStore`.
-This class holds one of those stores on a redis-py *sync* client and runs each
-method's coroutine with :func:`~redis_sessions.redis_client.run_blocking`: every
-I/O edge (a script call, a command, a pipeline, a pause between tries, two calls
-"together") sees a sync client, blocks on its socket and returns the reply
-(``redis_client.io``), so the coroutine never suspends and ends on its first
-``send(None)``. Nothing is copied between the two APIs, so they cannot drift; and
-no event loop, thread or future is involved, so a sync call costs the blocking
-socket I/O plus one coroutine frame per layer (see benchmarks/bench_sync.py).
+The store's logic is written once, as the ``async def`` methods of
+:class:`~.store.RedisResponseSessionStore`. This class holds one of those stores on a
+redis-py *sync* client and runs each method's coroutine with
+:func:`~redis_sessions.link.run_blocking`: every call through the store's edge blocks on
+its socket and returns the reply, so the coroutine never suspends and ends on its first
+``send(None)``. Nothing is copied between the two APIs, so they cannot drift, and no
+event loop, thread or future is involved.
 
-Threads and processes: one store (and its one client and connection pool) serves
-every thread of a threaded server; redis-py's sync pool is thread-safe, and the
-store's only state between calls, its memo of recent chains, is a
-:class:`~.names.SharedMemo`. After a fork the pool notices the new pid and opens
-new connections, so a child never reuses a parent's socket.
-
-The time budget: ``timeout`` gives the socket and connect timeouts of a client
-built here (``from_url``), sized so that redis-py's retries fit in it, as for the
-asyncio store; a caller's own client keeps the timeouts it was made with.
+Threads and processes: one store (its one client and connection pool) serves every
+thread of a threaded server; the store keeps no state between calls. After a fork the
+pool notices the new pid and opens new connections, so a child never reuses a parent's
+socket. The budget (``timeout``) is a deadline carried through the whole call
+(:mod:`redis_sessions.budget`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..keys import DEFAULT_PREFIX, KeySpace
-from ..limits import DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL_SECONDS, UNSET, _Unset
+from ..keys import KeySpace
+from ..limits import UNSET, _Unset
+from ..link import Blocking, RedisLink, SyncRedis, run_blocking
 from ..models import ResponseSessionSnapshot, StoredResponseSession
-from ..redis_client import DEFAULT_TIMEOUT, Blocking, RedisLink, SyncRedis, run_blocking
-from ..replication import DEFAULT_ACK_TIMEOUT
-from .names import SharedMemo
-from .store import DEFAULT_MAX_DEPTH, RedisResponseSessionStore
+from ..options import ResponseOptions
+from .store import RedisResponseSessionStore
 
 
 class SyncResponseSessionStore(Blocking):
     """Response chains in Redis from synchronous code: the methods of
-    :class:`RedisResponseSessionStore`, the same arguments, results and errors, on a
-    redis-py sync client (``redis.Redis``, ``redis.cluster.RedisCluster``, a
+    :class:`RedisResponseSessionStore`, the same options, arguments, results and errors,
+    on a redis-py sync client (``redis.Redis``, ``redis.cluster.RedisCluster``, a
     sentinel's master), with no event loop. Safe to share between threads."""
 
     core: RedisResponseSessionStore
 
-    def __init__(
-        self,
-        client: SyncRedis | None,
-        *,
-        key_prefix: str = DEFAULT_PREFIX,
-        ttl_seconds: int | None = DEFAULT_TTL_SECONDS,
-        max_depth: int = DEFAULT_MAX_DEPTH,
-        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
-        sliding_ttl: bool = False,
-        replay_instructions: bool = False,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        link: RedisLink | None = None,
-        replica_acks: int = 0,
-        replica_ack_timeout: float = DEFAULT_ACK_TIMEOUT,
-        response_expiry: bool = True,
-        compact_records: bool = True,
-        compression: bool = True,
-        conversations: Any = None,
-    ) -> None:
+    def __init__(self, client: SyncRedis | None = None, *, link: RedisLink | None = None, conversations: Any = None,
+                 **options: Any) -> None:
         """``client``: a redis-py sync ``Redis`` or ``RedisCluster``, never closed here.
         ``conversations``: a :class:`~redis_sessions.SyncConversationStore` with this store's
         prefix; a response saved with ``conversation_id`` then appends its turn to it in the
         same script, as on the asyncio store."""
+        timeout = ResponseOptions.of(**options).timeout
         link = self._blocking_link("SyncResponseSessionStore", client, link, timeout)
-        self.core = RedisResponseSessionStore(
-            None, key_prefix=key_prefix, ttl_seconds=ttl_seconds, max_depth=max_depth,
-            max_record_bytes=max_record_bytes, sliding_ttl=sliding_ttl, replay_instructions=replay_instructions,
-            timeout=timeout, link=link, replica_acks=replica_acks, replica_ack_timeout=replica_ack_timeout,
-            response_expiry=response_expiry, compact_records=compact_records, compression=compression,
-            conversations=conversations,
-        )
-        """The store whose methods this one runs: its logic is the only copy."""
-        self.core._memo = SharedMemo()
+        self.core = RedisResponseSessionStore(link=link, conversations=getattr(conversations, "core", conversations),
+                                              **options)
 
     @classmethod
-    def from_url(
-        cls,
-        url: str,
-        *,
-        cluster: bool | None = None,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        redis_kwargs: Mapping[str, Any] | None = None,
-        **options: Any,
-    ) -> "SyncResponseSessionStore":
+    def from_url(cls, url: str, *, cluster: bool | None = None, redis_kwargs: Mapping[str, Any] | None = None,
+                 **options: Any) -> "SyncResponseSessionStore":
         """A store with its own sync client, for every thread (closed by :meth:`close`):
-        the URLs and ``redis_kwargs`` of :meth:`RedisResponseSessionStore.from_url`
-        (``redis+cluster://``, ``redis+sentinel://``, ``rediss://``). No I/O."""
-        link = RedisLink.to_url(url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs, blocking=True)
-        return cls(None, timeout=timeout, link=link, **options)
+        the URLs and ``redis_kwargs`` of :meth:`RedisResponseSessionStore.from_url`. No I/O."""
+        timeout = ResponseOptions.of(**options).timeout
+        return cls(link=RedisLink.to_url(url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs,
+                                         blocking=True), **options)
 
     @property
     def keys(self) -> KeySpace:
         return self.core.keys
+
+    @property
+    def options(self) -> ResponseOptions:
+        return self.core.options
 
     @property
     def round_trips(self) -> int:
@@ -123,4 +88,3 @@ class SyncResponseSessionStore(Blocking):
 
     def delete_thread(self, response_id: str) -> int:
         return run_blocking(self.core.delete_thread(response_id))
-

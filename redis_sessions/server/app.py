@@ -15,8 +15,8 @@ from starlette.routing import Route
 from ..config import SessionConfig, create_conversation_store, create_response_session_store
 from ..conversations import ConversationStore
 from ..errors import SessionError
-from ..redis_client import RedisLink
-from ..responses import ChainStore
+from ..link import RedisLink
+from ..responses import RedisResponseSessionStore
 from .errors import NOT_FOUND, ApiError, log
 from .health import links_of, ping, startup_check
 from .model import Model, stand_in_model
@@ -133,7 +133,7 @@ def health_routes(links: list[RedisLink]) -> list[Route]:
 
 
 def create_app(
-    store: ChainStore | None = None,
+    store: RedisResponseSessionStore | None = None,
     conversations: ConversationStore | None = None,
     *,
     model: Model = stand_in_model,

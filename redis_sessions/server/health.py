@@ -16,7 +16,9 @@ import asyncio
 import socket
 
 from ..errors import ErrorCode, SessionError
-from ..redis_client import DEFAULT_TIMEOUT, RedisLink, translate
+from ..budget import DEFAULT_TIMEOUT
+from ..link import RedisLink
+from ..errors import translate
 from .errors import log
 
 

@@ -18,7 +18,7 @@ from typing import Any, Iterator, Mapping, Protocol
 from ..clock import Clock, system_clock
 from ..errors import ErrorCode, SessionError
 from ..models import Item, StoredResponseRequestSnapshot, StoredResponseSession, StoredResponseSnapshot
-from ..responses import ChainStore, request_input_items
+from ..responses import RedisResponseSessionStore, request_input_items
 from .errors import ApiError, log
 from .items import input_items, with_id
 from .model import Model, ModelCall
@@ -119,7 +119,7 @@ def turn_errors(previous: str | None, conversation: str | None) -> Iterator[None
 
 
 class ResponsesApi:
-    def __init__(self, store: ChainStore, model: Model, *, conversations: ConversationLink | None = None,
+    def __init__(self, store: RedisResponseSessionStore, model: Model, *, conversations: ConversationLink | None = None,
                  default_model: str = "stand-in", clock: Clock = system_clock) -> None:
         self.store = store
         self.model = model
