@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator
 
+import msgspec
 from redis.asyncio import Redis
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,6 +56,20 @@ def prose(size: int, seed: int) -> str:
         out.append(" ".join(words).capitalize() + rnd.choice(".....?!") + " ")
         n += len(out[-1])
     return "".join(out)[:size]
+
+
+def peer_json(value: Any) -> bytes:
+    """A record as GodeX and its peers store it: JSON of every field, defaults included
+    (JSON.stringify of the whole object)."""
+    def full(v: Any) -> Any:
+        if isinstance(v, msgspec.Struct):
+            return {f: full(getattr(v, f)) for f in v.__struct_fields__}
+        if isinstance(v, list):
+            return [full(x) for x in v]
+        if isinstance(v, dict):
+            return {k: full(x) for k, x in v.items()}
+        return v
+    return json.dumps(full(value), separators=(",", ":")).encode()
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -151,7 +166,8 @@ class Worker:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.where = self.answer()
         for what in ("package", "lua"):
-            assert self.where.get(what) is None or Path(self.where[what]).resolve().is_relative_to(tree), self.where
+            place = self.where.get(what)
+            assert place is None or Path(place).resolve().is_relative_to(tree.resolve()), self.where
 
     def answer(self) -> Any:
         line = self.proc.stdout.readline()  # type: ignore[union-attr]
