@@ -817,6 +817,9 @@ def run(args: Any) -> None:
     rounds, n = (1, 3) if args.quick else (args.rounds, args.calls)
     fresh, continued = (2, 2) if args.quick else (50, 20)
     tag, new = f"bp{uuid.uuid4().hex[:6]}", Path(args.new).resolve()
+    head = subprocess.run(["git", "-C", str(new), "describe", "--always", "--dirty"],  # as measured, not as at the end
+                          capture_output=True, text=True).stdout.strip() or "a tree outside git"
+    against = f" against base {args.base} ({describe(REPO, args.base)}, git archive)" if args.base else ""
     with ExitStack() as stack:
         url = stack.enter_context(redis_url(args.url))
         trees = {"ours": (new, "peers")}
@@ -837,9 +840,6 @@ def run(args: Any) -> None:
             keys = list(client.scan_iter(match=f"*{tag}*", count=1000))
             for at in range(0, len(keys), 1000):
                 client.unlink(*keys[at:at + 1000])
-    head = subprocess.run(["git", "-C", str(new), "describe", "--always", "--dirty"],
-                          capture_output=True, text=True).stdout.strip() or "?"
-    against = f" against base {args.base} ({describe(REPO, args.base)}, git archive)" if args.base else ""
     print(f"redis-server {info.get('valkey_version', info['redis_version'])}"
           f"{' (valkey)' if 'valkey_version' in info else ''}, hiredis "
           f"{'installed' if importlib.util.find_spec('hiredis') else 'not installed'}, "
