@@ -800,8 +800,11 @@ def draw(rows: list[Row], path: str) -> None:
             ax.plot([row.base_ratio], [y], marker="o", markersize=5, fillstyle="none", color="black")
     ax.set_yticks(ys, [row.what for row in shown], fontsize=7)
     ax.set_xscale("log")
-    ax.set_xlim(0.2, 16)
-    ax.set_xticks([0.25, 0.5, 1, 2, 4, 8], ["0.25x", "0.5x", "1x", "2x", "4x", "8x"])
+    ratios = [r for row in shown for r in (row.ratio, row.base_ratio) if r is not None]
+    low, high = min([0.2, *(r / 1.25 for r in ratios)]), max([16, *(r * 2 for r in ratios)])  # room for each label
+    ax.set_xlim(low, high)
+    ticks = [2.0 ** k for k in range(-6, 8) if low <= 2.0 ** k <= high / 2]
+    ax.set_xticks(ticks, [f"{t:g}x" for t in ticks])
     ax.minorticks_off()
     ax.axvline(1.0, color="black", linewidth=0.6)
     based = " (o the base's)" if any(row.base_ratio is not None for row in shown) else ""
