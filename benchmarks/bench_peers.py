@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import importlib
 import importlib.util
 import json
 import multiprocessing
@@ -105,19 +106,26 @@ def item_session(client: Redis, prefix: str) -> RedisSession:
     return RedisSession(uuid.uuid4().hex, client=client, key_prefix=prefix, ttl=None)  # as the SDK: no TTL
 
 
+RECORD_ENCODERS: tuple[tuple[str, tuple[Any, ...]], ...] = (
+    ("redis_sessions.codec", (True, 1 << 30)),  # data format 1 on: compress, max_bytes
+    ("redis_sessions.responses.store", (True, True)))  # before it: compact, compress
+"""Where the package's ``encode_record`` has lived, and its arguments after the record for
+one as the store sends it by default."""
+
+
 def record_encoder(rec: StoredResponseSession, sent: bytes) -> tuple[str, Callable[[StoredResponseSession], bytes]]:
     """The one internal reached for (by the raw save, not by ours): the package's record
     encoder, so that raw redis-py pays for making the bytes the store sends (compact,
     compressed) as the store pays for them. Taken only where it makes exactly ``sent`` from
-    ``rec``; elsewhere (it moved, or encodes otherwise) a plain msgspec encode stands in,
-    and the row's peer says which."""
-    try:
-        from redis_sessions.responses.store import encode_record  # type: ignore[attr-defined,unused-ignore]
-
-        if encode_record(rec, True, True) == sent:
-            return "the package's record encoder", lambda r: bytes(encode_record(r, True, True))
-    except Exception:  # noqa: BLE001 (not there, or not this signature)
-        pass
+    ``rec``; elsewhere (it moved again, or encodes otherwise) a plain msgspec encode stands
+    in, and the row's peer says which."""
+    for module, args in RECORD_ENCODERS:
+        try:
+            encode: Callable[..., bytes] = getattr(importlib.import_module(module), "encode_record")
+            if encode(rec, *args) == sent:
+                return "the package's record encoder", lambda r: encode(r, *args)
+        except Exception:  # noqa: BLE001 (not there, or not this signature)
+            continue
     return "a plain msgspec encode", msgspec.msgpack.encode
 
 

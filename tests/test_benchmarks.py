@@ -16,7 +16,6 @@ import pytest
 from lupa.lua51 import LuaRuntime  # the Lua of Redis and of fakeredis: a second Lua in one process crashes
 
 from chains import make_store
-from redis_sessions.responses.redis_engine import _save_args
 from redis_sessions.scripts import script
 from servers import REDIS_SERVER
 
@@ -48,6 +47,8 @@ def test_every_cut_of_the_save_finds_its_line_and_compiles():
 async def test_the_cuts_before_the_hset_write_nothing_and_the_rest_save(redis_backend):
     """What the benchmark's steps claim: the save writes nothing before its HSET (every
     check and the clock come first), and a cut after it has stored the record."""
+    from redis_sessions.responses.redis_engine import _save_args  # bench_save_parts' internals, not bench_peers'
+
     parts = importlib.import_module("bench_save_parts")
     cost = importlib.import_module("bench_chain_cost")
     client = redis_backend.client
@@ -83,6 +84,8 @@ async def test_the_save_as_a_function_is_the_save_script(redis_backend):
     thread, the same keys and arguments leave the same fields, whether they go to the
     script (EVAL) or to the Function (FCALL), but for the fields the server's clock stamps,
     which a differential of two calls cannot hold equal (their names must still match)."""
+    from redis_sessions.responses.redis_engine import _save_args  # bench_save_parts' internals, not bench_peers'
+
     parts = importlib.import_module("bench_save_parts")
     cost = importlib.import_module("bench_chain_cost")
     client = redis_backend.client
