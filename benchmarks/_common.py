@@ -1,21 +1,29 @@
-"""Shared benchmark plumbing: a private redis-server (or --url), timing, and English-like prose."""
+"""Shared benchmark plumbing: a private redis-server (or --url), timing, English-like
+prose, and worker processes that each import redis_sessions from a tree of their own (a
+base commit's, unpacked by ``git archive``, against this checkout's)."""
 
 from __future__ import annotations
 
 import argparse
 import functools
+import json
+import os
 import random
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Awaitable, Callable, Iterator
+from typing import Any, Awaitable, Callable, Iterator
 
+import msgspec
 from redis.asyncio import Redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from servers import StandaloneServer  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
+TREE = "BENCH_TREE"
+"""Set in a worker's environment (and so its children's): the tree it measures."""
 
 
 WORDS = (
@@ -50,6 +58,20 @@ def prose(size: int, seed: int) -> str:
     return "".join(out)[:size]
 
 
+def peer_json(value: Any) -> bytes:
+    """A record as GodeX and its peers store it: JSON of every field, defaults included
+    (JSON.stringify of the whole object)."""
+    def full(v: Any) -> Any:
+        if isinstance(v, msgspec.Struct):
+            return {f: full(getattr(v, f)) for f in v.__struct_fields__}
+        if isinstance(v, list):
+            return [full(x) for x in v]
+        if isinstance(v, dict):
+            return {k: full(x) for k, x in v.items()}
+        return v
+    return json.dumps(full(value), separators=(",", ":")).encode()
+
+
 def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--url", help="a Redis to use (default: start a private redis-server on a free port)")
@@ -62,6 +84,11 @@ def redis_url(url: str | None) -> Iterator[str]:
     if url:
         yield url
         return
+    # The tests' server helper (it imports redis_sessions: never at import time, so that a
+    # worker imports its own tree's package first).
+    sys.path.insert(0, str(REPO / "tests"))
+    from servers import StandaloneServer
+
     server = StandaloneServer()
     try:
         yield server.url
@@ -101,3 +128,82 @@ async def best_of(rounds: int, pairs: dict[str, tuple[Callable[[int], Awaitable[
         for name, (op, n) in pairs.items():
             best[name] = max(best[name], await ops_per_second(op, n))
     return best
+
+
+# -- two versions side by side: a worker process per tree ---------------------------
+
+def isolate_tree() -> None:
+    """In a worker (``TREE`` set), call before the first import of redis_sessions. The
+    venv's editable install maps redis_sessions.lua to its own checkout's lua/; without
+    that finder, the package on PYTHONPATH reads its own tree's lua/ (scripts fall back
+    to it when redis_sessions.lua is not a package). Spawned children run it again."""
+    if os.environ.get(TREE):
+        sys.meta_path[:] = [f for f in sys.meta_path if getattr(f, "__name__", "") != "_EditableFinder"]
+
+
+def where_imported() -> dict[str, str | None]:
+    """What a worker says first: the redis_sessions it imported and, when its Lua is a
+    package (redis_sessions.lua), that package's folder (None: the package reads the
+    lua/ folder beside it)."""
+    import importlib.util
+
+    import redis_sessions
+
+    spec = importlib.util.find_spec("redis_sessions.lua")
+    lua = list(spec.submodule_search_locations or [])[0] if spec and spec.submodule_search_locations else None
+    return {"package": redis_sessions.__file__, "lua": lua}
+
+
+class Worker:
+    """A process running ``script`` with ``args`` that imports redis_sessions (and its Lua)
+    from ``tree``, asked one JSON line at a time and answering one. Its first line is
+    :func:`where_imported`, checked to lie in ``tree``."""
+
+    def __init__(self, name: str, tree: Path, script: str, *args: str) -> None:
+        self.name, self.tree = name, tree
+        env = {**os.environ, "PYTHONPATH": str(tree), TREE: str(tree)}
+        self.proc = subprocess.Popen([sys.executable, script, *args], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.where = self.answer()
+        for what in ("package", "lua"):
+            place = self.where.get(what)
+            assert place is None or Path(place).resolve().is_relative_to(tree.resolve()), self.where
+
+    def answer(self) -> Any:
+        line = self.proc.stdout.readline()  # type: ignore[union-attr]
+        if not line:
+            raise RuntimeError(f"the {self.name} worker exited ({self.proc.wait()})")
+        return json.loads(line)
+
+    def ask(self, request: Any) -> Any:
+        self.proc.stdin.write(json.dumps(request) + "\n")  # type: ignore[union-attr]
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+        return self.answer()
+
+    def close(self) -> None:
+        self.proc.stdin.close()  # type: ignore[union-attr]
+        self.proc.wait(timeout=60)
+
+
+async def serve(answer: Callable[[Any], Awaitable[Any]], hello: dict[str, Any]) -> None:
+    """A worker's loop: ``hello`` (see :class:`Worker`), then one answer per request line."""
+    print(json.dumps(hello), flush=True)
+    for line in sys.stdin:
+        print(json.dumps(await answer(json.loads(line))), flush=True)
+
+
+@contextmanager
+def checkout(rev: str) -> Iterator[Path]:
+    """``rev``'s files in a temporary folder (git archive: nothing is added to .git)."""
+    folder = Path(tempfile.mkdtemp(prefix="bench-tree-"))
+    try:
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def describe(tree: Path, rev: str = "HEAD") -> str:
+    return subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", rev],
+                          capture_output=True, text=True).stdout.strip() or "?"

@@ -17,21 +17,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
-import json
 import os
 import shlex
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator
+from typing import Any, Awaitable, Callable
 
-REPO = Path(__file__).resolve().parent.parent
+from _common import REPO, Worker, checkout, describe, isolate_tree, redis_cpu, redis_url, serve, where_imported
+
 OPS = ("save", "get", "resolve_chain", "add_items", "get_items", "pop_item")
 
 
@@ -119,99 +115,45 @@ class Ops:
         return lambda i: session.pop_item()
 
 
-async def server_cpu(client: Any) -> float:
-    info = await client.info("cpu")
-    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
-
-
 async def worker(url: str, prefix: str) -> None:
     """Answer one line per request: [op, n] in, [wall per call, Redis CPU per call] out."""
     from redis.asyncio import Redis
 
-    import redis_sessions
     from redis_sessions.scripts import lua_folder
 
-    print(json.dumps({"package": redis_sessions.__file__, "lua": str(lua_folder())}), flush=True)
     client = Redis.from_url(url)
     ops = Ops(client, prefix)
     await ops.setup()
-    for line in sys.stdin:
-        op, n = json.loads(line)
+
+    async def answer(request: Any) -> list[float]:
+        op, n = request
         call = await getattr(ops, op)(n)
-        cpu = await server_cpu(client)
+        cpu = await redis_cpu(client)
         start = time.perf_counter()
         for i in range(n):
             await call(i)
         wall = time.perf_counter() - start
-        cpu = await server_cpu(client) - cpu
-        print(json.dumps([wall / n, cpu / n]), flush=True)
+        return [wall / n, (await redis_cpu(client) - cpu) / n]
+
+    await serve(answer, {**where_imported(), "lua": str(lua_folder())})
     await client.aclose()
 
 
 def worker_main(url: str, prefix: str) -> None:
-    # The venv's editable install maps redis_sessions.lua to the main checkout's lua/.
-    # Without that finder, the package on PYTHONPATH reads its own tree's lua/
-    # (scripts.lua_folder falls back to it when redis_sessions.lua is not a package).
-    sys.meta_path[:] = [f for f in sys.meta_path if getattr(f, "__name__", "") != "_EditableFinder"]
+    isolate_tree()
     asyncio.run(worker(url, prefix))
 
 
 # -- the driver -------------------------------------------------------------------
 
-class Side:
-    """A worker process importing redis_sessions from ``tree``."""
-
-    def __init__(self, name: str, tree: Path, url: str) -> None:
-        self.name, self.tree = name, tree
-        env = {**os.environ, "PYTHONPATH": str(tree)}
-        self.proc = subprocess.Popen([sys.executable, __file__, "--worker", url, f"bc{name}"], env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.where = self.answer()
-        assert Path(self.where["package"]).is_relative_to(tree), self.where
-        assert Path(self.where["lua"]) == tree / "lua", self.where
-
-    def answer(self) -> Any:
-        line = self.proc.stdout.readline()  # type: ignore[union-attr]
-        if not line:
-            raise RuntimeError(f"the {self.name} worker exited ({self.proc.wait()})")
-        return json.loads(line)
-
-    def round(self, op: str, n: int) -> tuple[float, float]:
-        self.proc.stdin.write(json.dumps([op, n]) + "\n")  # type: ignore[union-attr]
-        self.proc.stdin.flush()  # type: ignore[union-attr]
-        wall, cpu = self.answer()
-        return wall, cpu
-
-    def close(self) -> None:
-        self.proc.stdin.close()  # type: ignore[union-attr]
-        self.proc.wait(timeout=30)
-
-
-@contextmanager
-def checkout(rev: str) -> Iterator[Path]:
-    """``rev``'s files in a temporary folder (git archive: nothing is added to .git)."""
-    folder = Path(tempfile.mkdtemp(prefix="bench-core-"))
-    try:
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def describe(tree: Path, rev: str = "HEAD") -> str:
-    return subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", rev],
-                          capture_output=True, text=True).stdout.strip() or "?"
-
-
-def measure(sides: list[Side], rounds: int, calls: int) -> dict[str, dict[str, tuple[float, float]]]:
+def measure(sides: list[Worker], rounds: int, calls: int) -> dict[str, dict[str, tuple[float, float]]]:
     """Per operation and side: the median wall and Redis CPU per call, in microseconds."""
     table: dict[str, dict[str, tuple[float, float]]] = {}
     for op in OPS:
         runs: dict[str, list[tuple[float, float]]] = {side.name: [] for side in sides}
         for _ in range(rounds):
             for side in sides:
-                runs[side.name].append(side.round(op, calls))
+                runs[side.name].append(tuple(side.ask([op, calls])))
         table[op] = {name: (statistics.median(w for w, _ in r) * 1e6, statistics.median(c for _, c in r) * 1e6)
                      for name, r in runs.items()}
     return table
@@ -232,11 +174,9 @@ def main() -> None:
 
     import redis
 
-    from _common import redis_url
-
     new = Path(args.new).resolve()
     with checkout(args.base) as base, redis_url(None) as url:
-        sides = [Side("base", base, url), Side("new", new, url)]
+        sides = [Worker(name, tree, __file__, "--worker", url, f"bc{name}") for name, tree in (("base", base), ("new", new))]
         try:
             table = measure(sides, rounds, calls)
         finally:

@@ -1,12 +1,13 @@
 """The benchmarks are not measured here (they are measurements, not tests), but they must
-not rot: each one imports, bench_peers.py runs its ``--quick`` smoke run (structure
-only), and the save-parts benchmark's cuts still find their lines in the save script
+not rot: each one imports, bench_peers.py runs its ``--quick`` smoke run alone and
+against a base commit (structure only), and the save-parts benchmark's cuts still find their lines in the save script
 and still compile, so a change to lua/chain_lib.lua that moves a line fails here rather
 than in the next measurement."""
 
 from __future__ import annotations
 
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,6 @@ import pytest
 from lupa.lua51 import LuaRuntime  # the Lua of Redis and of fakeredis: a second Lua in one process crashes
 
 from chains import make_store
-from redis_sessions.responses.redis_engine import _save_args
 from redis_sessions.scripts import script
 from servers import REDIS_SERVER
 
@@ -47,6 +47,8 @@ def test_every_cut_of_the_save_finds_its_line_and_compiles():
 async def test_the_cuts_before_the_hset_write_nothing_and_the_rest_save(redis_backend):
     """What the benchmark's steps claim: the save writes nothing before its HSET (every
     check and the clock come first), and a cut after it has stored the record."""
+    from redis_sessions.responses.redis_engine import _save_args  # bench_save_parts' internals, not bench_peers'
+
     parts = importlib.import_module("bench_save_parts")
     cost = importlib.import_module("bench_chain_cost")
     client = redis_backend.client
@@ -82,6 +84,8 @@ async def test_the_save_as_a_function_is_the_save_script(redis_backend):
     thread, the same keys and arguments leave the same fields, whether they go to the
     script (EVAL) or to the Function (FCALL), but for the fields the server's clock stamps,
     which a differential of two calls cannot hold equal (their names must still match)."""
+    from redis_sessions.responses.redis_engine import _save_args  # bench_save_parts' internals, not bench_peers'
+
     parts = importlib.import_module("bench_save_parts")
     cost = importlib.import_module("bench_chain_cost")
     client = redis_backend.client
@@ -106,48 +110,87 @@ async def test_the_save_as_a_function_is_the_save_script(redis_backend):
         await client.delete(copy)
 
 
-# Every row bench_peers.py prints, as (how its name starts, what else it holds): --quick
-# resolves a chain of 4 records, not 64.
-PEER_ROWS = [(what, kind) for what in ("pop_item:", "add_items (1 item)", "get_items(limit=20), 200 items",
-                                       "save 0.7 KB (", "save 20 KB (", "get 0.7 KB", "resolve_chain, 4 records",
-                                       "get_items(), 200 items") for kind in (": wall", ": Redis CPU")]
-PEER_ROWS += [("save 0.7 KB:", "Redis CPU"), ("save 20 KB:", "Redis CPU")]
+# Every row bench_peers.py prints, as (how its name starts, what else it holds).
+PEER_ROWS = [(what, kind) for what in ("pop_item:", "pop_item against the least exactly-once pop:", "add_items (1 item)",
+                                       "get_items(limit=20), 200 items", "get_items(), 200 items", "save 0.7 KB (",
+                                       "save 20 KB (", "get 0.7 KB", "resolve_chain, depth 64 of 0.7 KB,",
+                                       "resolve_chain, depth 10 of 0.7 KB,", "resolve_chain, depth 64 of 20 KB,")
+             for kind in (": wall", ": Redis CPU")]
+PEER_ROWS += [(f"save {size}{what}:", "Redis CPU") for size in ("0.7 KB", "20 KB") for what in ("", " against its floor")]
 PEER_ROWS += [(f"pop_item floor: {what}", kind) for what in ("an EVALSHA that only RPOPs", "RPOP + token ring only:",
                                                             "RPOP + token ring + its item kept")
               for kind in (": wall", ": Redis CPU")]
 PEER_ROWS += [(f"save {size} floor: parent check + token ring only", "Redis CPU") for size in ("0.7 KB", "20 KB")]
-PEER_ROWS += [(f"gateway turn, {n}", kind) for n in ("1 worker process:", "4 worker processes:")
+PEER_ROWS += [(f"gateway turn, {n}", kind) for n in ("conversations of 10 turns, 1 worker process:",
+                                                    "depth 10 to 35, 1 worker process:",
+                                                    "depth 10 to 35, 4 worker processes:")
               for kind in ("turns per second", "worker CPU", "Redis CPU")]
 PEER_ROWS += [(f"memory per stored response, {size}", "") for size in ("0.7 KB", "20 KB")]
+
+# Issue 40's targets, on the rows it sets them for (a row's name up to its figure's kind).
+ISSUE_40_TARGETS = {
+    "save 0.7 KB against its floor: Redis CPU": "≤ 1.15",
+    "save 20 KB against its floor: Redis CPU": "≤ 1.15",
+    "pop_item against the least exactly-once pop: wall": "≥ 0.9",
+    "pop_item against the least exactly-once pop: Redis CPU": "≤ 1.2",
+    "get 0.7 KB: wall": "≥ 0.95",
+    "resolve_chain, depth 64 of 0.7 KB, by a worker that did not save it: wall": "≥ 9.5",
+    "resolve_chain, depth 10 of 0.7 KB, by a worker that did not save it: wall": "≥ 4.5",
+    "get_items(limit=20), 200 items: wall": "≥ 1.2",
+    "get_items(limit=20), 200 items: Redis CPU": "≤ 1.5",
+    "get_items(), 200 items: wall": "≥ 2",
+    "get_items(), 200 items: Redis CPU": "≤ 1.5",
+    "gateway turn, conversations of 10 turns, 1 worker process: turns per second": "≥ 2",
+}
+
+# The rows whose "ours" is a floor script, not the package: no base figure.
+FLOOR = re.compile(r"^(pop_item|save [\d.]+ KB) floor: ")
+
+
+def _number(cell: str) -> float:
+    return float(cell.split()[0].rstrip("x").replace(",", ""))
 
 
 @pytest.mark.real
 @pytest.mark.slow
 @pytest.mark.skipif(not REDIS_SERVER, reason="redis-server is not installed")
-def test_the_peers_benchmark_runs_and_prints_every_row(tmp_path):
+@pytest.mark.parametrize("base", [None, "HEAD"], ids=["alone", "base"])
+def test_the_peers_benchmark_runs_and_prints_every_row(tmp_path, base):
     """``bench_peers.py --quick`` on its own private server: the header, one table with
-    every row (a number in ours, a ratio and a verdict where there is a target), and the
-    chart. Structure only: a smoke run's timings mean nothing."""
+    every row (a number in ours, a ratio and a verdict where there is a target, issue 40's
+    targets where it sets them), and the chart; with ``--base``, the base's figure beside
+    every row that measures the package (a worker importing ``git archive HEAD``'s) and
+    new / base. Structure only: a smoke run's timings mean nothing."""
     svg = tmp_path / "peers.svg"
-    run = subprocess.run([sys.executable, str(BENCHMARKS / "bench_peers.py"), "--quick", "--svg", str(svg)],
+    run = subprocess.run([sys.executable, str(BENCHMARKS / "bench_peers.py"), "--quick", "--svg", str(svg),
+                          *(["--base", base] if base else [])],
                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert lines[0].startswith("redis-server ") and "hiredis " in lines[0] and "Python " in lines[0]
+    assert ("against base HEAD (" in lines[0]) == bool(base)
     assert lines[1].startswith("command: ") and "--quick" in lines[1]
     table = [line for line in lines if line.startswith("|")]
-    assert table[0].startswith("| measurement | peer | ours |") and len(table) == len(lines) - lines.index(table[0])
+    header = "| measurement | peer | ours | peer's | ratio | target | met |" + (" base | new / base |" if base else "")
+    assert table[0] == header and len(table) == len(lines) - lines.index(table[0])
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in table[2:]]
-    assert all(len(row) == 7 for row in cells)
+    assert all(len(row) == (9 if base else 7) for row in cells)
     assert len(cells) == len(PEER_ROWS)
     for start, kind in PEER_ROWS:
         assert sum(row[0].startswith(start) and kind in row[0] for row in cells) == 1, (start, kind)
-    for what, peer, ours, theirs, ratio, target, met in cells:
-        assert ours.split()[0].replace(",", "").replace(".", "").isdigit(), what
+    for what, target in ISSUE_40_TARGETS.items():
+        assert [row[5] for row in cells if row[0].startswith(what)] == [target], what
+    for what, peer, ours, theirs, ratio, target, met, *against in cells:
+        assert _number(ours) > 0, what
         assert (peer == "none") == (theirs == "" == ratio), what
         assert met in ("", "yes", "no"), what
         assert bool(target) == (met != ""), what
-    assert "<svg" in svg.read_text()
+        if base:
+            figure, moved = against
+            assert (figure == "" == moved) == bool(FLOOR.match(what)), what
+            assert FLOOR.match(what) or (_number(figure) > 0 and moved.endswith("x") and _number(moved) > 0), what
+    chart = svg.read_text()
+    assert "<svg" in chart and ("the base's" in chart) == bool(base)
 
 
 @pytest.mark.real
