@@ -13,8 +13,8 @@
 -- Per-response expiry: a record goes once it is a leaf past its deadline, so every
 -- ancestor of a live record stays. Saves find such leaves with a sweep over the thread's
 -- e: fields (HSCAN, sized by the largest record, since Redis copies the values of every
--- field it visits), at most once every SWEEP_GAP_MS unless the last one found work, and
--- remove at most PRUNE records a call.
+-- field it visits), at most once every SWEEP_GAP_MS (a sixteenth of a shorter TTL) unless
+-- the last one found work, and remove at most PRUNE records a call.
 local FORMAT = '1'
 local PRUNE, SWEEP_BYTES, SWEEP_COUNT, SWEEP_GAP_MS, COVER_STEPS = 8, 1048576, 1024, 1000, 256
 
@@ -90,8 +90,9 @@ local function leaf_removed(key, id, deadline, now, budget)
 end
 
 -- One step of the sweep, when it is due: leaves past their deadline go, PRUNE at most.
+-- ``ttl``: the save's TTL (ms): a pass of a thread whose TTL is short comes sooner.
 -- Returns whether hd changed.
-local function sweep(key, hd, now)
+local function sweep(key, hd, now, ttl)
   if not hd.books or now < hd.nxt then return false end
   local count = math.max(1, math.min(SWEEP_COUNT, math.floor(SWEEP_BYTES / math.max(hd.largest, 1))))
   local page = redis.call('HSCAN', key, hd.cursor, 'MATCH', 'e:*', 'COUNT', count)
@@ -105,7 +106,8 @@ local function sweep(key, hd, now)
   end
   if not full then hd.cursor = page[1] end
   -- work found, or a pass under way: go on with the next save; a pass done and clean: later
-  hd.nxt = (gone == 0 and page[1] == '0') and now + SWEEP_GAP_MS or now
+  local gap = (ttl > 0 and ttl < 16 * SWEEP_GAP_MS) and math.floor(ttl / 16) or SWEEP_GAP_MS
+  hd.nxt = (gone == 0 and page[1] == '0') and now + gap or now
   return true
 end
 
@@ -223,7 +225,7 @@ local function save_write(key, A, st)
   if ttl == 0 then redis.call('PERSIST', key)
   elseif not st.hd then redis.call('PEXPIRE', key, ttl)
   else redis.call('PEXPIRE', key, ttl, 'GT') end  -- never shortened: no ancestor goes before a descendant
-  if sweep(key, hd, now) then touched = true end
+  if sweep(key, hd, now, ttl) then touched = true end
   if touched then redis.call('HSET', key, 'h', header_text(hd)) end
   return reply
 end

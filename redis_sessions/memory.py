@@ -182,7 +182,7 @@ class MemoryResponseSessionStore(RedisResponseSessionStore):
         if server is None and isinstance(conversations, MemoryConversationStore):
             server = conversations.server
         self.server = _server(server)
-        super().__init__(None, link=_link(self.server), timeout=None, conversations=conversations, **options)
+        super().__init__(None, link=_link(self.server), conversations=conversations, **{**options, "timeout": None})
         initial = initial_sessions(sessions)
         if initial:
             _run_apart(functools.partial(self._save_each, initial))

@@ -232,25 +232,30 @@ class Resending:
         return getattr(self.edge, name)
 
     async def run(self, lua: Any, keys: Any, args: Any, **options: Any) -> Any:
-        name = lua.name
+        return await self._twice(lua.name, lambda: self.edge.run(lua, keys, args, **options))
+
+    async def command(self, *command: Any, **options: Any) -> Any:
+        return await self._twice(command[0], lambda: self.edge.command(*command, **options))
+
+    async def _twice(self, name: str, call: Any) -> Any:
         if name not in self.calls:
-            return await self.edge.run(lua, keys, args, **options)
+            return await call()
         try:
-            self.first.setdefault(name, []).append(await self.edge.run(lua, keys, args, **options))
+            self.first.setdefault(name, []).append(await call())
         except Exception as exc:
             self.first.setdefault(name, []).append(exc)
         if self.between is not None:
             await self.between(name)
         before = await self.probe() if self.probe else None
-        answer = await self.edge.run(lua, keys, args, **options)
+        answer = await call()
         if self.probe:
             self.changed.setdefault(name, []).append(await self.probe() != before)
         return answer
 
 
 def resending(store: ChainStore, calls: set[str], between: Any = None, probe: Any = None) -> Resending:
-    """Make ``store`` re-send the scripts named ``calls`` (``chain_save``, ``chain_delete``...);
-    returns the wrapper (its ``first`` answers)."""
+    """Make ``store`` re-send the scripts named ``calls`` (``chain_save``, ``chain_delete``...)
+    and the plain commands (``SET``, ``DEL``...); returns the wrapper (its ``first`` answers)."""
     wrapper = Resending(store.edge, calls, between, probe)
     store.edge = wrapper  # type: ignore[assignment]
     return wrapper

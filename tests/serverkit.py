@@ -18,7 +18,7 @@ from starlette.applications import Starlette
 from chains import make_store
 from servers import free_port
 from redis_sessions.conversations import ConversationStore, RedisConversationStore
-from redis_sessions.responses import ChainStore
+from redis_sessions.responses import RedisResponseSessionStore as ChainStore
 from redis_sessions.server import Model, create_app, stand_in_model
 
 

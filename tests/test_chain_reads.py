@@ -1,25 +1,29 @@
-"""How a resolve reads a chain's records after its walk (#9: no single call holds the
-server long, at any record size): HMGETs sized by the largest record the thread holds,
-which its ``m`` field tells while its last-write stamp is the one ``m`` names, and
-which the walk measures record by record where ``m`` does not tell."""
+"""How a resolve reads a chain: pointers walked in bounded calls (lua/chain_walk.lua), the
+records back with the walk while they fit its reply, else read after it with HMGETs sized
+by the largest record the thread has held (its header), and what happens when the chain
+changes between the two: it is read again, never returned mixed or short."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
 import pytest
 from redis.asyncio import Redis
 
-from chains import build_chain, calls_of, linear, make_store, nodes_of, thread_tag
-from redis_sessions.responses import redis_engine
-from redis_sessions.responses.protocol import INLINE_BYTES
-from redis_sessions.responses.redis_engine import (
+from chains import build_chain, calls_of, linear, make_store, nodes_of, plant, record, stored, thread_tag
+from redis_sessions import ErrorCode, SessionError
+from redis_sessions.codec import ID_LEFT_OUT, MARK, RESPONSE_ID_LEFT_OUT, encode_record
+from redis_sessions.responses.store import (
+    INLINE_BYTES,
     READ_SLICE_BYTES,
     SLICE_RECORDS,
     SLICES_PER_TRIP,
+    WALK_STEPS,
     read_plan,
 )
-from redis_sessions.keys import KeySpace
 
-M, W = KeySpace.LARGEST_FIELD, KeySpace.LAST_WRITE_FIELD
+BIG = "x" * 4000  # three of these are past the inline budget: the chain is walked, then read
 
 
 @pytest.mark.parametrize("count", [1, 2, 255, 256, 257, 1000, 1024, 1025, 5000])
@@ -33,70 +37,139 @@ def test_the_read_plan_covers_every_record_once_in_bounded_slices(count, record_
         n = len(range(count)[part])
         assert 1 <= n <= SLICE_RECORDS
         assert n == 1 or n * record_bytes <= READ_SLICE_BYTES  # one record bigger than a slice is read alone
-    # no more trips than the bounds need: every trip but the last is full
-    assert all(len(trip) == SLICES_PER_TRIP for trip in plan[:-1])
+    assert all(len(trip) == SLICES_PER_TRIP for trip in plan[:-1])  # every trip but the last is full
 
 
-async def thread_fields(backend, store, rid) -> dict[str, bytes]:
+async def thread_fields(backend: Any, store: Any, rid: str) -> dict[str, bytes]:
     """The fields of ``rid``'s thread as stored ({} once the thread is gone)."""
-    thread = thread_tag(rid)
-    return {k.decode(): v for k, v in (await backend.client.hgetall(store.keys.thread(thread))).items()}
+    return {k.decode(): v for k, v in (await backend.client.hgetall(store.keys.thread(thread_tag(rid)))).items()}
 
 
 def largest_record(fields: dict[str, bytes]) -> int:
     return max(len(v) for k, v in fields.items() if k.startswith("d:"))
 
 
-async def test_every_save_keeps_the_largest_record_stamped_with_its_write(backend):
+def header_largest(fields: dict[str, bytes]) -> int:
+    return int(fields["h"].split()[1])
+
+
+async def test_a_loop_longer_than_one_walk_call_is_a_cycle(backend):
+    store = make_store(backend, max_depth=5000)
+    thread = "00000000000000aa"
+    n = WALK_STEPS + 100
+    ids = [f"resp_{thread}_{i:032x}" for i in range(n)]
+    blob = encode_record(record(ids[0]), False, 1 << 20)
+    await plant(backend, store, thread, {rid: (ids[i - 1] if i else ids[-1], blob) for i, rid in enumerate(ids)})
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(ids[-1])
+    assert err.value.code == ErrorCode.CHAIN_CYCLE_DETECTED
+
+
+@pytest.mark.parametrize("max_record_bytes", [1024 * 1024, 4 * 1024 * 1024, 8 * 1024 * 1024])
+async def test_every_record_size_limit_reads_the_same_chain(backend, max_record_bytes):
+    store = make_store(backend, max_depth=200, max_record_bytes=max_record_bytes)
+    payloads = ["", BIG, "", "y" * 30000, "", BIG]
+    ids, parent = [], None
+    for i, payload in enumerate(payloads * 3):
+        rid = f"ext-{i}"
+        await store.save(record(rid, parent, f"turn {i}", payload=payload))
+        ids.append(rid)
+        parent = rid
+    for end in (1, 2, 5, len(ids)):
+        snap = await store.resolve_chain(ids[end - 1])
+        assert [s.id for s in snap.sessions] == ids[:end]
+        assert [s.request.input for s in snap.sessions] == [f"turn {i}" for i in range(end)]
+
+
+def reading(store: Any, change: Any) -> list[list[str]]:
+    """Make ``store``'s reads of records after a walk call ``change(n)`` first (n: the read's
+    number); returns the ids each read asked for."""
+    read, calls = store._read, []
+
+    async def changed(key: str, ids: list[str], record_bytes: int) -> list[Any]:
+        calls.append(list(ids))
+        await change(len(calls))
+        return await read(key, ids, record_bytes)
+
+    store._read = changed
+    return calls
+
+
+async def test_a_record_overwritten_between_walk_and_read_is_read_again(redis_backend):
+    """Records leave their ids out: the walk's ids name them, and each names its parent."""
+    store = make_store(redis_backend, max_depth=100)
+    ids = await linear(store, 6, BIG)
+    await store.save(record("ext-side", ids[1], payload=BIG))
+
+    async def move(n: int) -> None:
+        if n == 1:  # the walk went through ext-3; now ext-3 moves under ext-side
+            await store.save(record(ids[3], "ext-side", "turn 3", payload=BIG), overwrite=True)
+
+    calls = reading(store, move)
+    snap = await store.resolve_chain(ids[-1])
+    assert len(calls) == 2 and "ext-side" in calls[1]
+    assert [s.id for s in snap.sessions] == [ids[0], ids[1], "ext-side", ids[3], ids[4], ids[5]]
+
+
+async def test_a_chain_that_keeps_changing_is_a_coded_error_not_a_mixed_history(redis_backend):
+    store = make_store(redis_backend, max_depth=100)
+    ids = await linear(store, 6, BIG)
+    await store.save(record("ext-a", ids[1], payload=BIG))
+    await store.save(record("ext-b", ids[1], payload=BIG))
+
+    async def flip(n: int) -> None:
+        await store.save(record(ids[3], "ext-a" if n % 2 else "ext-b", "turn 3", payload=BIG), overwrite=True)
+
+    calls = reading(store, flip)
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(ids[-1])
+    assert err.value.code == ErrorCode.BACKEND_UNAVAILABLE and err.value.http_status == 503
+    assert len(calls) == 3
+
+
+async def test_a_record_deleted_between_walk_and_read_is_not_found_never_a_shorter_chain(redis_backend):
+    store = make_store(redis_backend, max_depth=100)
+    ids = await linear(store, 6, BIG)
+
+    async def delete(n: int) -> None:
+        if n == 1:
+            await store.delete(ids[2])
+
+    reading(store, delete)
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(ids[-1])
+    assert err.value.code == ErrorCode.CHAIN_NOT_FOUND and repr(ids[2]) in err.value.message
+
+
+async def test_records_with_and_without_their_defaults_decode_alike(backend):
+    """A record written with every field and one without its defaulted ones (omit_defaults)
+    decode to equal Structs, side by side in one chain."""
+    store = make_store(backend)
+    thread = "00000000000000bb"
+    a, b = f"resp_{thread}_{'0' * 32}", f"resp_{thread}_{'0' * 31}1"
+    full = stored(msgspec.to_builtins(record(a)) | {"conversation_id": None, "metadata": None})
+    assert len(full) > len(encode_record(record(a), False, 1 << 20))
+    await plant(backend, store, thread, {a: ("", full), b: (a, encode_record(record(b, a), False, 1 << 20))})
+    assert [s for s in (await store.resolve_chain(b)).sessions] == [record(a), record(b, a)]
+
+
+async def test_records_are_stored_without_the_ids_their_field_names_say(redis_backend):
+    store = make_store(redis_backend)
+    a = await store.new_response_id()
+    await store.save(record(a))
+    blob = await redis_backend.client.hget(store.keys.thread(thread_tag(a)), f"d:{a}")
+    assert blob[0] == MARK and blob[1] == 1 << 4 | ID_LEFT_OUT | RESPONSE_ID_LEFT_OUT
+    assert blob == encode_record(record(a), False, 1 << 20) and a.encode() not in blob
+
+
+async def test_every_save_keeps_the_largest_record_in_the_header(backend):
     store = make_store(backend, max_depth=100)
-    sizes = ["", "x" * 30_000, "", "y" * 5_000]
-    ids = await linear(store, 4, payloads=sizes)
+    ids = await linear(store, 4, payloads=["", "x" * 30_000, "", "y" * 5_000])
     fields = await thread_fields(backend, store, ids[0])
     largest = largest_record(fields)
-    assert largest > 30_000
-    assert fields[M].decode() == f"{largest} {fields[W].decode()}"
-    # deleting records leaves it an upper bound; deleting the last one removes it with the stamp
-    await store.delete(ids[1])
-    fields = await thread_fields(backend, store, ids[0])
-    assert fields[M].decode().split()[0] == str(largest)
-    for rid in (ids[3], ids[2], ids[0]):
-        await store.delete(rid)
-    fields = await thread_fields(backend, store, ids[0])
-    assert not any(k.startswith("d:") for k in fields)
-    assert M not in fields and W not in fields
-
-
-async def test_a_stamp_an_older_version_wrote_stops_the_size_and_the_walk_measures_instead(redis_backend, monkeypatch):
-    """A version before m writes w on its saves and leaves m as it was: m no longer
-    tells (its stamp is another w), so the walk sizes each record it passes, by the
-    pointers, and the records are read sized by the largest it found. The next save
-    of this version drops the m that does not tell, and the walk keeps measuring."""
-    store = make_store(redis_backend, max_depth=100)
-    # the leaf's jump list names all its ancestors: a walk that followed it would size
-    # none of them, and miss the largest
-    payloads = ["a" * 3000] * 5 + ["b" * 90_000] + ["c" * 3000] * 4 + ["d" * 20_000]
-    ids = await linear(store, len(payloads), payloads=payloads)
-    key = store.keys.thread(thread_tag(ids[0]))
-    sized: list[int] = []
-    plan = redis_engine.read_plan
-    monkeypatch.setattr(redis_engine, "read_plan", lambda count, record_bytes: sized.append(record_bytes) or plan(count, record_bytes))
-    largest = int((await redis_backend.client.hget(key, M)).split()[0])
-    assert largest == largest_record(await thread_fields(redis_backend, store, ids[0])) > 90_000
-
-    snap = await store.resolve_chain(ids[-1])
-    assert [s.id for s in snap.sessions] == ids
-    assert sized[-1] == largest  # told by m
-
-    await redis_backend.client.hset(key, W, b"1")  # an older version's save: another stamp
-    snap = await store.resolve_chain(ids[-1])
-    assert [s.id for s in snap.sessions] == ids
-    assert sized[-1] == largest  # measured by the walk: the largest record of this chain, exactly
-
-    more = await linear(store, 1, payloads=[""], prefix="ext-next", first_parent=ids[-1])
-    assert await redis_backend.client.hget(key, M) is None  # dropped, not carried on wrong
-    snap = await store.resolve_chain(more[-1])
-    assert [s.id for s in snap.sessions] == ids + more
-    assert sized[-1] == largest
+    assert largest > 30_000 and header_largest(fields) == largest
+    await store.delete(ids[1])  # deleting records leaves it an upper bound
+    assert header_largest(await thread_fields(backend, store, ids[0])) == largest
 
 
 async def test_a_chain_of_huge_records_is_read_in_several_trips_each_bounded(redis_backend):
@@ -113,7 +186,7 @@ async def test_a_chain_of_huge_records_is_read_in_several_trips_each_bounded(red
     assert store.round_trips - before == 2 + len(plan)  # the locator of an id minted elsewhere, one walk call, the trips
 
 
-async def walk_reads(nodes: list[Redis], store, rid: str) -> tuple[list[str], dict[str, int], int]:
+async def walk_reads(nodes: list[Redis], store: Any, rid: str) -> tuple[list[str], dict[str, int], int]:
     """``rid``'s chain resolved: its ids, the hash reads the servers ran for it, by name, and its round trips."""
     before = {name: await calls_of(nodes, name) for name in ("hstrlen", "hget", "hmget")}
     trips = store.round_trips
@@ -122,68 +195,39 @@ async def walk_reads(nodes: list[Redis], store, rid: str) -> tuple[list[str], di
     return [s.id for s in snap.sessions], reads, store.round_trips - trips
 
 
-async def test_a_small_chain_is_copied_through_the_walk_once_where_m_tells_its_largest_record(real_backend):
-    """Ten small records (inside INLINE_BYTES): the walk reads m, then only the pointers,
-    then the ten records in one HMGET, in the one round trip: no record sized, none copied
-    twice. Where m does not tell (an older version's stamp), it sizes each record and reads
-    it with its pointer, in one round trip still."""
+async def test_a_small_chain_comes_back_with_its_walk(real_backend):
+    """Ten small records, inside INLINE_BYTES counted at the largest: the walk reads the
+    header and the first pointer, then the pointers, then the ten records in one HMGET, in
+    the one round trip; no record sized, none copied twice. A chain that fits only by its
+    records' own sizes (one big, some small) comes as ids, its records in a second trip."""
     store = make_store(real_backend, max_depth=100)
     ids = await build_chain(store, 10)
     assert 10 * largest_record(await thread_fields(real_backend, store, ids[0])) <= INLINE_BYTES
     nodes = nodes_of(real_backend)
     try:
         await store.resolve_chain(ids[-1])  # the script loaded, connections made
-        # each read by a worker that has not seen the chain (one that has reads it by its names)
-        walked, reads, trips = await walk_reads(nodes, make_store(real_backend, max_depth=100), ids[-1])
+        walked, reads, trips = await walk_reads(nodes, store, ids[-1])
         assert walked == ids and trips == 1
-        assert reads == {"hstrlen": 0, "hget": 10, "hmget": 2}
-
-        await real_backend.client.hset(store.keys.thread(thread_tag(ids[0])), W, b"1")
-        walked, reads, trips = await walk_reads(nodes, make_store(real_backend, max_depth=100), ids[-1])
-        assert walked == ids and trips == 1
-        assert reads == {"hstrlen": 10, "hget": 0, "hmget": 11}  # m, w; then each record with its pointer
+        assert reads == {"hstrlen": 0, "hget": 9, "hmget": 2}
+        mixed = await linear(store, 4, payloads=["", "", "", "y" * 6000], prefix="mix")
+        fields = await thread_fields(real_backend, store, mixed[0])
+        sizes = [len(fields[f"d:{rid}"]) for rid in mixed]
+        assert sum(sizes) <= INLINE_BYTES < 4 * max(sizes)
+        await store.resolve_chain(mixed[-1])
+        walked, reads, trips = await walk_reads(nodes, store, mixed[-1])
+        assert walked == mixed and trips == 3  # its locator, the walk, the records' HMGET
+        assert reads["hstrlen"] == 0
     finally:
         for node in nodes:
             await node.aclose()
 
 
-async def test_a_chain_that_fits_the_budget_only_by_its_sizes_comes_in_two_trips_where_m_tells(real_backend):
-    """Three small records and one of 6 KB: 6.7 KB in all, inside INLINE_BYTES, but not
-    four records of the largest's size. By m the walk sends their ids and the records
-    come in a second trip (no record sized or copied in vain); where m does not tell, the
-    walk sizes each and returns them itself. The same chain either way."""
-    store = make_store(real_backend, max_depth=100)
-    ids = await linear(store, 4, payloads=["", "", "", "y" * 6000])
-    fields = await thread_fields(real_backend, store, ids[0])
-    sizes = [len(fields[f"d:{rid}"]) for rid in ids]
-    assert sum(sizes) <= INLINE_BYTES < 4 * max(sizes)
-    nodes = nodes_of(real_backend)
-    try:
-        await store.resolve_chain(ids[-1])
-        by_m = await walk_reads(nodes, store, ids[-1])
-        await real_backend.client.hset(store.keys.thread(thread_tag(ids[0])), W, b"1")
-        by_size = await walk_reads(nodes, store, ids[-1])
-        assert by_m[0] == by_size[0] == ids
-        assert by_size[2] == by_m[2] - 1  # one trip fewer when each record is sized
-        assert by_m[1]["hstrlen"] == 0 and by_size[1]["hstrlen"] == 4
-    finally:
-        for node in nodes:
-            await node.aclose()
-
-
-@pytest.mark.parametrize("m_tells", [True, False])
-async def test_a_pointer_left_without_its_record_ends_an_inline_walk_as_missing_there(real_backend, m_tells):
-    """A hand edit that deletes a record's d: field and leaves its pointer: the walk reports
-    the chain missing at that record, with the newer records it read, whether it read
-    them by m in one HMGET at the end or each with its pointer."""
+async def test_a_pointer_left_without_its_record_is_missing_there(real_backend):
+    """A hand edit that deletes a record's d: field and leaves its pointer: the chain is
+    missing at that record, never returned short."""
     store = make_store(real_backend, max_depth=100)
     ids = await build_chain(store, 8)
-    thread = thread_tag(ids[0])
-    key = store.keys.thread(thread)
-    if not m_tells:
-        await real_backend.client.hset(key, W, b"1")
-    fields = await thread_fields(real_backend, store, ids[0])
-    await real_backend.client.hdel(key, f"d:{ids[3]}")
-    status, detail, records, _ = await store.engine.walk(thread, ids[-1], 64, 0)
-    assert (status, detail) == ("missing", ids[3])
-    assert list(records) == [fields[f"d:{rid}"] for rid in ids[:3:-1]]
+    await real_backend.client.hdel(store.keys.thread(thread_tag(ids[0])), f"d:{ids[3]}")
+    with pytest.raises(SessionError) as err:
+        await store.resolve_chain(ids[-1])
+    assert err.value.code is ErrorCode.CHAIN_NOT_FOUND and repr(ids[3]) in err.value.message

@@ -1,7 +1,7 @@
 """Exactly-once writes and refusals that write nothing, on every backend.
 
 redis-py re-sends a script whose reply was lost after the server ran it. The
-``Resending`` engine does the same on purpose: each chosen call runs, then
+``Resending`` edge does the same on purpose: each chosen call runs, then
 (optionally) someone else's calls run, then the same call with the same
 arguments, operation token included, runs again and its answer is returned.
 The re-sent copy must change nothing and answer what the first one did.
@@ -15,14 +15,22 @@ import msgspec
 import pytest
 
 from chains import all_keys, build_chain, make_store, readable, record, resending
-from redis_sessions import ErrorCode, SessionError, new_response_id
+from redis_sessions import UNSET, ErrorCode, SessionError, new_response_id
 from redis_sessions.ids import thread_of
 from redis_sessions import tokens
-from redis_sessions.keys import KeySpace
-from redis_sessions.responses.protocol import SaveRequest, new_token
+from redis_sessions.edge import Refusal
+from redis_sessions.responses.store import _SAVE, foreign_root_thread
 
-OPS_FIELD = KeySpace.OPS_FIELD
-from redis_sessions.responses.store import CYCLE_WALK_LIMIT, foreign_root_thread
+OPS_FIELD = "ops"
+
+
+async def send_save(store: Any, thread: str, args: list[Any]) -> Any:
+    """One save script sent as the store sends it: its reply, or its refusal's word."""
+    key = store.keys.thread(thread)
+    try:
+        return await store.edge.run(_SAVE, [key], args, where=key, write=True, own=("RSEXISTS",))
+    except Refusal as refusal:
+        return refusal.word
 
 KINDS = pytest.mark.parametrize("kind", ["minted", "foreign"])
 
@@ -59,7 +67,7 @@ async def test_a_resent_save_succeeds_and_writes_once(backend, kind):
     thread = thread_for(store, root)
 
     async def shorten(name: str) -> None:
-        if name == "save":  # a second write would extend the thread's TTL again
+        if name == "chain_save":  # a second write would extend the thread's TTL again
             await set_deadline(backend, store, thread, 50_000)
 
     async def probe() -> dict[Any, Any]:
@@ -67,11 +75,11 @@ async def test_a_resent_save_succeeds_and_writes_once(backend, kind):
         state = await all_keys(backend, store, deadlines=True)
         return {k: v for k, v in state.items() if k not in (("loc", root), store.keys.locator(root).encode())}
 
-    wrapper = resending(store, {"save", "point"}, shorten, probe)
+    wrapper = resending(store, {"chain_save", "SET"}, shorten, probe)
     await store.save(record(rid, root), expected_previous_response_id=root)
-    assert wrapper.first["save"] == [("ok", rid)]
-    assert wrapper.changed["save"] == [False]
-    assert wrapper.changed.get("point", []) == ([False] if kind == "foreign" else [])
+    assert wrapper.first["chain_save"] == [b"ok"]
+    assert wrapper.changed["chain_save"] == [False]
+    assert wrapper.changed.get("SET", []) == ([False] if kind == "foreign" else [])
     assert (await store.get(rid)) == record(rid, root)
     assert [s.id for s in (await store.resolve_chain(rid)).sessions] == [root, rid]
 
@@ -84,10 +92,10 @@ async def test_a_resent_save_has_no_second_effect_after_a_delete_or_an_overwrite
     rid = ids_for(kind, root, 1)
 
     async def delete_it(name: str) -> None:
-        if name == "save":  # at the engine: a foreign id has no locator before its save returns
-            assert await other.engine.delete(thread_for(other, root), rid, new_token()) is True
+        if name == "chain_save":  # by the script: a foreign id has no locator before its save returns
+            assert await other._delete(thread_for(other, root), rid) is True
 
-    resending(store, {"save"}, delete_it)
+    resending(store, {"chain_save"}, delete_it)
     await store.save(record(rid, root))  # the copy finds its token: done, nothing written
     assert await store.get(rid) is None and await other.get(rid) is None
 
@@ -95,11 +103,11 @@ async def test_a_resent_save_has_no_second_effect_after_a_delete_or_an_overwrite
     theirs = record(rid2, root, text="theirs")
 
     async def overwrite_it(name: str) -> None:
-        if name == "save":
+        if name == "chain_save":
             await other.save(theirs, overwrite=True)
 
     store2 = make_store(backend)
-    resending(store2, {"save"}, overwrite_it)
+    resending(store2, {"chain_save"}, overwrite_it)
     await store2.save(record(rid2, root, text="mine"))
     assert await other.get(rid2) == theirs
 
@@ -133,40 +141,38 @@ async def test_a_resent_save_after_someone_elses_record_is_a_conflict(backend, k
     theirs = record(rid, root, text="theirs")
     await other.save(theirs)
     before = await all_keys(backend, store)
-    wrapper = resending(store, {"save"})
+    wrapper = resending(store, {"chain_save"})
     assert await code_of(store.save(record(rid, root, text="mine"))) is ErrorCode.STORE_CONFLICT
-    assert wrapper.first["save"] == [("exists", rid)]
+    assert [refusal.word for refusal in wrapper.first["chain_save"]] == ["RSEXISTS"]
     assert await all_keys(backend, store) == before
     assert await store.get(rid) == theirs
-    # the same at the engine: one request, sent twice
-    engine = wrapper.inner
-    request = SaveRequest(rid, root, False, "", False, msgspec.msgpack.encode(record(rid, root, text="mine")),
-                          store._ttl_ms, CYCLE_WALK_LIMIT, new_token())
+    # the same script: one call, its arguments sent twice
     thread = thread_for(store, root)
-    assert await engine.save(thread, request) == ("exists", rid)
-    assert await engine.save(thread, request) == ("exists", rid)
+    args = store._save_args(rid, root, None, False, store._check_save(record(rid, root, text="mine"), UNSET, False)[3])
+    assert await send_save(store, thread, args) == "RSEXISTS"
+    assert await send_save(store, thread, args) == "RSEXISTS"
     assert await all_keys(backend, store) == before
 
 
-async def test_the_engine_answers_a_resent_save_request_from_its_ring(backend):
-    """The engine seam itself: one SaveRequest sent twice writes once."""
+async def test_the_script_answers_a_resent_save_from_its_ring(backend):
+    """The save script itself: one call's arguments (its token among them) sent twice
+    write once, even after the record went, and another call (a new token) saves again."""
     store = make_store(backend)
     rid = new_response_id()
     thread = thread_of(rid)
-    blob = msgspec.msgpack.encode(record(rid))
-    request = SaveRequest(rid, "", False, "", False, blob, store._ttl_ms, CYCLE_WALK_LIMIT, new_token())
-    assert await store.engine.save(thread, request) == ("ok", rid)
+    blob = store._check_save(record(rid), UNSET, False)[3]
+    args = store._save_args(rid, None, None, False, blob)
+    assert await send_save(store, thread, args) == b"ok"
     first = await all_keys(backend, store, deadlines=True)
-    assert await store.engine.save(thread, request) == ("ok", rid)
+    assert await send_save(store, thread, args) == b"ok"
     assert await all_keys(backend, store, deadlines=True) == first
-    # and after the record is gone, the same request still writes nothing
+    # and after the record is gone, the same arguments still write nothing
     assert await store.delete(rid) is True
     gone = await all_keys(backend, store)
-    assert await store.engine.save(thread, request) == ("ok", rid)
+    assert await send_save(store, thread, args) == b"ok"
     assert await all_keys(backend, store) == gone and await store.get(rid) is None
-    # a new request (a new token) saves it again
-    request.token = new_token()
-    assert await store.engine.save(thread, request) == ("ok", rid)
+    # a new call (a new token) saves it again
+    assert await send_save(store, thread, store._save_args(rid, None, None, False, blob)) == b"ok"
     assert await store.get(rid) == record(rid)
 
 
@@ -178,11 +184,11 @@ async def test_a_resent_delete_answers_true_and_deletes_nothing_more(backend, ki
     await store.save(record(root))
     rid = ids_for(kind, root, 1)
     await store.save(record(rid, root))
-    wrapper = resending(store, {"delete", "unpoint"}, probe=lambda: all_keys(backend, store))
+    wrapper = resending(store, {"chain_delete", "DEL"}, probe=lambda: all_keys(backend, store))
     assert await store.delete(rid) is True
-    assert wrapper.first["delete"] == [True]
-    assert wrapper.changed["delete"] == [False]
-    assert wrapper.changed.get("unpoint", []) == ([False] if kind == "foreign" else [])
+    assert wrapper.first["chain_delete"] == [1]
+    assert wrapper.changed["chain_delete"] == [False]
+    assert wrapper.changed.get("DEL", []) == ([False] if kind == "foreign" else [])
     assert await store.get(rid) is None and (await store.get(root)) == record(root)
     assert await store.delete(rid) is False
 
@@ -197,10 +203,10 @@ async def test_a_resent_delete_spares_a_record_saved_in_between(backend, kind):
     again = record(rid, root, text="saved again")
 
     async def save_again(name: str) -> None:
-        if name == "delete":
+        if name == "chain_delete":
             await other.save(again)
 
-    resending(store, {"delete"}, save_again)
+    resending(store, {"chain_delete"}, save_again)
     assert await store.delete(rid) is True
     assert await other.get(rid) == again  # readable by id: the locator is in place too
     assert [s.id for s in (await other.resolve_chain(rid)).sessions] == [root, rid]
@@ -210,20 +216,20 @@ async def test_a_resent_delete_spares_a_record_saved_in_between(backend, kind):
     late = record(missing, root, text="late")
 
     async def save_late(name: str) -> None:
-        if name == "delete":
+        if name == "chain_delete":
             await other.save(late)
 
     if kind == "foreign":  # a foreign id with no locator is not found before any script runs
         await other.save(late)
         await other.delete(missing)
     store2 = make_store(backend)
-    wrapper = resending(store2, {"delete"}, save_late)
+    wrapper = resending(store2, {"chain_delete"}, save_late)
     if kind == "foreign":
         assert await store2.delete(missing) is False
-        assert "delete" not in wrapper.first
+        assert "chain_delete" not in wrapper.first
         return
     assert await store2.delete(missing) is False
-    assert wrapper.first["delete"] == [False]
+    assert wrapper.first["chain_delete"] == [0]
     assert await other.get(missing) == late
 
 
@@ -232,14 +238,14 @@ async def test_a_resent_delete_of_a_threads_last_record_still_answers_true(backe
     store = make_store(backend, ttl_seconds=None)
     rid = ids_for(kind)
     await store.save(record(rid))
-    wrapper = resending(store, {"delete"})
+    wrapper = resending(store, {"chain_delete"})
     assert await store.delete(rid) is True
-    assert wrapper.first["delete"] == [True]
+    assert wrapper.first["chain_delete"] == [1]
     assert await store.get(rid) is None
-    # only the ring is left, and it expires soon even though the store's TTL is None
+    # only the header and the ring are left, and they expire soon even though the store's TTL is None
     left = await all_keys(backend, store, deadlines=True)
-    [(fields, deadline)] = left.values()
-    assert set(fields) in ({OPS_FIELD}, {OPS_FIELD.encode()}) and deadline is not None
+    [(fields, deadline)] = [v for v in left.values() if isinstance(v[0], dict)]
+    assert set(fields) in ({OPS_FIELD, "h"}, {OPS_FIELD.encode(), b"h"}) and deadline is not None
     # a later save of that id works, and takes the store's TTL (None) again
     await store.save(record(rid, text="again"))
     assert (await store.get(rid)).request.input == "again"

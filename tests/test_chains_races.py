@@ -4,9 +4,9 @@ A foreign id's record lives in its thread hash and its locator in another key
 (another slot), so neither call is one atomic step: save writes the record, then
 points the locator; delete finds the thread, removes the record, removes the
 locator, then looks again and points the locator back if a save put the record
-back meanwhile. Each engine call of either store waits at a gate until the test
-lets it through, in an order the test enumerates, so every interleaving of the
-two calls runs once, deterministically, on every backend.
+back meanwhile. Each round trip of either store (a call of its edge) waits at a gate
+until the test lets it through, in an order the test enumerates, so every interleaving
+of the two calls runs once, deterministically, on every backend.
 
 What must hold in each one: a record in its thread is readable by its id (and
 resolvable, and re-saving it succeeds); a record that is gone leaves nothing that
@@ -23,43 +23,53 @@ import pytest
 
 from chains import make_store, record
 from redis_sessions import ErrorCode, SessionError
-from redis_sessions.responses import ChainStore
+from redis_sessions.responses import RedisResponseSessionStore as ChainStore
 from redis_sessions.responses.store import foreign_root_thread
 
-ENGINE_CALLS = {"locate", "point", "unpoint", "touch", "save", "fetch", "has", "walk", "delete"}
+ROUND_TRIPS = {"run", "command", "call", "pipeline"}
+"""The edge's calls that each make one round trip (edge.py)."""
+STEPS = {"chain_save": "save", "chain_delete": "delete", "chain_walk": "walk", "GET": "locate", "GETEX": "locate",
+         "SET": "point", "DEL": "unpoint", "HEXISTS": "has", "HGET": "fetch", "pipeline": "touch"}
+"""What each round trip is, in the words of the store's steps."""
+
+
+def step(attr: str, args: tuple[Any, ...]) -> str:
+    if attr == "run":
+        return STEPS.get(args[0].name, args[0].name)
+    return STEPS["pipeline"] if attr == "pipeline" else STEPS.get(args[0], args[0])
 
 
 class Turns:
-    """Lets the engine calls of named stores through one at a time, in a given order."""
+    """Lets the round trips of named stores through one at a time, in a given order."""
 
     def __init__(self) -> None:
         self.waiting: dict[str, list[tuple[asyncio.Future[None], asyncio.Future[None]]]] = {}
         self.trace: list[tuple[str, str]] = []
 
     def gate(self, store: ChainStore, name: str) -> None:
-        inner, turns = store.engine, self
+        inner, turns = store.edge, self
         self.waiting[name] = []
 
         class Gated:
             def __getattr__(self, attr: str) -> Any:
                 method = getattr(inner, attr)
-                if attr not in ENGINE_CALLS:
+                if attr not in ROUND_TRIPS:
                     return method
 
-                async def gated(*args: Any) -> Any:
+                async def gated(*args: Any, **kwargs: Any) -> Any:
                     loop = asyncio.get_running_loop()
                     turn, done = loop.create_future(), loop.create_future()
                     turns.waiting[name].append((turn, done))
                     await turn
-                    turns.trace.append((name, attr))
+                    turns.trace.append((name, step(attr, args)))
                     try:
-                        return await method(*args)
+                        return await method(*args, **kwargs)
                     finally:
                         done.set_result(None)
 
                 return gated
 
-        store.engine = Gated()  # type: ignore[assignment]
+        store.edge = Gated()  # type: ignore[assignment]
 
     async def run(self, calls: dict[str, Any], order: str) -> dict[str, Any]:
         """Run ``calls`` (name -> coroutine), letting one engine call through per letter

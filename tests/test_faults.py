@@ -34,9 +34,7 @@ from redis_sessions import (
     SyncResponseSessionStore,
     new_response_id,
 )
-from redis_sessions.ids import marks_names
 from redis_sessions.link import io
-from redis_sessions.responses.names import NAMES_MIN
 from redis_sessions.scripts import script
 
 pytestmark = pytest.mark.real
@@ -180,24 +178,24 @@ FAULTS = pytest.mark.parametrize("fault", list(ROUNDS))
 # -- response chains ------------------------------------------------------------------
 @SYNC_TOO
 @FAULTS
-@pytest.mark.parametrize("ids", ["minted", "foreign", "names"])
+@pytest.mark.parametrize("ids", ["minted", "foreign", "deep"])
 async def test_save_applies_once_and_never_answers_conflict_for_its_own_write(faulty: Faulty, fault: str, ids: str) -> None:
-    """``names``: a chain deep enough to keep a names list, each save after its resolve
-    (as a gateway saves): the list ends at the tip, naming every ancestor once."""
+    """``deep``: a chain past the walk's inline budget, each save after its resolve (as a
+    gateway saves)."""
     minted = ids != "foreign"
-    tally = Tally(faulty.name, {"minted": "save", "foreign": "save (foreign ids)", "names": "save (names list)"}[ids], fault)
+    tally = Tally(faulty.name, {"minted": "save", "foreign": "save (foreign ids)", "deep": "save (deep chain)"}[ids], fault)
     store = faulty.store()
     root = new_response_id() if minted else f"ext-{faulty.prefix}-root"
     await store.save(record(root))
     chain = [root]
-    for _ in range(NAMES_DEPTH if ids == "names" else 0):
+    for _ in range(DEEP if ids == "deep" else 0):
         await store.resolve_chain(chain[-1])
         chain.append(new_response_id(chain[-1]))
-        await store.save(record(chain[-1], parent=chain[-2]))
+        await store.save(record(chain[-1], parent=chain[-2], payload="x" * 700))
     thread_key = store.keys.thread(thread_tag(root))
     for i in range(ROUNDS[fault]):
         rid = new_response_id(chain[-1]) if minted else f"ext-{faulty.prefix}-{i}"
-        if ids == "names":
+        if ids == "deep":
             await store.resolve_chain(chain[-1])
         result = await under_fault(faulty, tally, thread_key, "chain_save",
                                    lambda: store.save(record(rid, parent=chain[-1]), expected_previous_response_id=chain[-1]))
@@ -210,9 +208,6 @@ async def test_save_applies_once_and_never_answers_conflict_for_its_own_write(fa
     assert got == chain
     for rid in chain:  # every saved response is readable by its own id
         assert (await store.get(rid)) is not None
-    if ids == "names":
-        lists = {k: v for k, v in (await io(store.client.hgetall(thread_key))).items() if k.startswith(b"n:")}
-        assert lists == {f"n:{chain[-1]}".encode(): b"".join(bytes.fromhex(r[-32:]) for r in chain[-2::-1])}
     await store.close()
     tally.check()
 
@@ -239,51 +234,35 @@ async def test_delete_answers_true_once_deleted_and_deletes_nothing_else(faulty:
     tally.check()
 
 
-READS = pytest.mark.parametrize("read", ["get", "root", "inline chain", "known chain", "chain then HMGET", "names list",
-                                         "names list then HMGET", "marked list", "marked list then HMGET"])
-NAMES_DEPTH = 16
-"""A chain this deep, built turn by turn (each save after a resolve), keeps a names list
-at its tip (redis_sessions/responses/names.py): the walk replies with it, or, where the
-store minted the tip's id as marked (ids.marks_names), a plain HMGET reads it."""
+READS = pytest.mark.parametrize("read", ["get", "root", "inline chain", "chain then HMGET", "deep chain then HMGET"])
+DEEP = 16
+"""A chain this deep of 0.7 KB records is past the walk's inline budget: the walk answers
+its ids, and the records come by HMGET."""
 
 
 async def faulted_reads(faulty: Faulty, tally: Tally, read: str, retries: bool = True, rounds: int = 0) -> list[Any]:
     """The reads of a gateway, each with its own command faulted: a record's plain HGET
-    (get, and the resolve of a root), the walk that returns a small chain itself, and
-    the HMGET that reads a bigger chain after its walk, and the read by names of a chain
-    the store resolved before (lua/chain_known.lua). The walks are made by a store that
-    never saw the chain (another worker's), which walks it. Counts a read that answered
-    anything but the stored chain, whole, as a wrong result; returns the coded errors."""
+    (get), the walk that returns a small chain itself (a root's, a short chain's), and
+    the HMGET that reads a bigger or deeper chain after its walk. Counts a read that
+    answered anything but the stored chain, whole, as a wrong result; returns the coded
+    errors."""
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
 
     store_kwargs = None if retries else {"retry": Retry(NoBackoff(), 0)}
     store = faulty.store(redis_kwargs=store_kwargs)
     # three of 6 KB pass the walk's 8 KB inline budget, and so do 16 of 0.7 KB
-    named = read.startswith(("names list", "marked list"))
-    size = 6000 if read == "chain then HMGET" else 700 if named else 0
+    deep = read == "deep chain then HMGET"
+    size = 6000 if read == "chain then HMGET" else 700 if deep else 0
     root = new_response_id()
     chain = [root]
     await store.save(record(root, payload="x" * size))
-    for _ in range(2 if read in ("inline chain", "known chain", "chain then HMGET") else NAMES_DEPTH - 1 if named else 0):
-        if named:
-            await store.resolve_chain(chain[-1])  # as a gateway: the save after it starts the list
-        marked = read.startswith("marked") and len(chain) >= NAMES_MIN - 1
-        chain.append(await store.new_response_id(chain[-1]) if marked else new_response_id(chain[-1]))
+    for _ in range(2 if read in ("inline chain", "chain then HMGET") else DEEP - 1 if deep else 0):
+        chain.append(new_response_id(chain[-1]))
         await store.save(record(chain[-1], parent=chain[-2], payload="x" * size))
     key = store.keys.thread(thread_tag(root))
-    assert marks_names(chain[-1], thread_tag(root)) == read.startswith("marked")
-    if named:  # the walk answers with the tip's list, the records come by HMGET
-        assert await store.client.hexists(key, f"n:{chain[-1]}")
-    if read == "known chain":  # the store remembers the chain it resolved, and reads it by names
-        assert [s.id for s in (await store.resolve_chain(chain[-1])).sessions] == chain
-    match, script_name = {"get": (b"HGET", ""), "root": (b"HGET", ""), "inline chain": (None, "chain_walk"),
-                          "known chain": (None, "chain_known"),
-                          "chain then HMGET": (b"HMGET", ""), "names list": (None, "chain_walk"),
-                          "names list then HMGET": (b"HMGET", ""),
-                          # the first HMGET reads the list (n:<tip>), the second the records
-                          "marked list": (f"n:{chain[-1]}".encode(), ""),
-                          "marked list then HMGET": (f"d:{chain[-1]}".encode(), "")}[read]
+    match, script_name = {"get": (b"HGET", ""), "root": (None, "chain_walk"), "inline chain": (None, "chain_walk"),
+                          "chain then HMGET": (b"HMGET", ""), "deep chain then HMGET": (b"HMGET", "")}[read]
     errors = []
     faulted = 0
     while faulted < (rounds or ROUNDS[tally.fault]):

@@ -39,8 +39,8 @@ from redis_sessions import (
     StoredResponseSnapshot,
 )
 from redis_sessions.codec import decode_session, encode
-from redis_sessions.responses import ChainStore
-from redis_sessions.responses.store import encode_record
+from redis_sessions.responses import RedisResponseSessionStore as ChainStore
+from redis_sessions.codec import encode_record
 
 GODEX_COMMIT = "e4b02fa899c22db59bd7a257edccad7d2aae168d"
 
@@ -192,7 +192,7 @@ async def store_cycle_turns(backend: Any, store: ChainStore) -> None:
     await store.save(cycle_b)
     thread = await store._thread(cycle_a.id)
     assert thread is not None
-    await plant(backend, store, thread, {cycle_a.id: (cycle_b.id, encode_record(cycle_a))})
+    await plant(backend, store, thread, {cycle_a.id: (cycle_b.id, encode_record(cycle_a, False, 1 << 20))})
     assert await store.get(cycle_a.id) == cycle_a
 
 
@@ -433,7 +433,7 @@ async def test_store_contract_isolates_stored_sessions_from_caller_mutations(bac
                        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "original request"}]},
                        backend.name),
         metadata={"provider": backend.name, "nested": {"marker": "original metadata"}})
-    expected = decode_session(encode(first), "a copy")
+    expected = msgspec.msgpack.decode(encode(first), type=type(first))
     await store.save(first)
     mutate_nested_session_state(first)
     assert await store.get("resp_isolation") == expected
@@ -523,7 +523,7 @@ async def test_sqlite_does_not_close_externally_owned_clients(redis_backend):
 # -- sqlite-row-mapper.test.ts: the record's bytes, this store's "row" ----------------------------
 def test_row_mapper_maps_stored_bytes_back_to_sessions():
     session = completed_turn("resp_1", "resp_parent")
-    assert decode_session(encode_record(session), "a record") == session
+    assert decode_session(encode_record(session, True, 1 << 20), "a record", "resp_1") == session
 
 
 # -- the inventory ------------------------------------------------------------------------------

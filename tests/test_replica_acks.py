@@ -276,9 +276,9 @@ def test_settings_reach_the_store_and_the_session(pair: Pair) -> None:
     config = SessionConfig(url=pair.master.url, replica_acks=1, replica_ack_timeout_seconds=0.25)
     store = create_response_session_store(config)
     session = create_item_session(config, "s4")
-    assert store.engine.acks is not None and (store.engine.acks.replicas, store.engine.acks.timeout) == (1, 0.25)  # type: ignore[attr-defined]
+    assert store.edge.acks is not None and (store.edge.acks.replicas, store.edge.acks.timeout) == (1, 0.25)  # type: ignore[attr-defined]
     assert session._acks is not None and (session._acks.replicas, session._acks.timeout) == (1, 0.25)  # type: ignore[attr-defined]
-    assert create_response_session_store(SessionConfig(url=pair.master.url)).engine.acks is None  # type: ignore[attr-defined]
+    assert create_response_session_store(SessionConfig(url=pair.master.url)).edge.acks is None  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("bad", [-1, True, "1", 1.5, 17])

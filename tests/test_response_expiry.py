@@ -13,9 +13,11 @@ import pytest
 from chains import all_keys, make_store, record
 from redis_sessions import ErrorCode, SessionError
 from redis_sessions.ids import thread_of
-from redis_sessions.responses import books
 
 TTL = 30
+LUA = (Path(__file__).resolve().parent.parent / "lua" / "chain_lib.lua").read_text()
+PRUNE = int(LUA.split("local PRUNE, SWEEP_BYTES, SWEEP_COUNT, SWEEP_GAP_MS, COVER_STEPS = ")[1].split(",")[0])
+"""Records one save removes at most (lua/chain_lib.lua); no Python copy of it exists."""
 
 
 async def save(store: Any, name: str, parent: str | None) -> str:
@@ -72,8 +74,7 @@ async def test_a_long_conversation_keeps_every_ancestor(clocked: Any) -> None:
     kept = sorted(f[2:] for f in fields if f.startswith("d:"))
     assert sorted(k for k in kept if k in turns) == sorted(turns)
     regens = [k for k in kept if k in regens_saved]
-    assert 29 <= len(regens) <= 31 + books.PRUNE  # the last 30 days' worth, give or take a day
-    assert books.number(fields["c"]) == len(kept)
+    assert 29 <= len(regens) <= 31 + PRUNE  # the last 30 days' worth, give or take a day
     assert len((await store.resolve_chain(parent, max_depth=1000)).sessions) == 120
 
 
@@ -113,13 +114,13 @@ async def test_deleting_a_leaf_leaves_its_parent_needed_from_now(clocked: Any) -
 async def test_removal_is_bounded_per_save(clocked: Any) -> None:
     store = make_store(clocked, ttl_seconds=TTL)
     root = await save(store, "root", None)
-    leaves = [await save(store, f"leaf {i}", root) for i in range(3 * books.PRUNE)]
+    leaves = [await save(store, f"leaf {i}", root) for i in range(3 * PRUNE)]
     clocked.clock.advance(TTL * 0.6)
     keeper = await save(store, "keeper", root)  # keeps the thread alive
     clocked.clock.advance(TTL * 0.6)  # every leaf is past its deadline now
     last = await save(store, "k0", keeper)
     gone = [rid for rid in leaves if await store.get(rid) is None]
-    assert len(gone) == books.PRUNE
+    assert len(gone) == PRUNE
     for i in range(2):
         last = await save(store, f"k{i + 1}", last)
     assert all([await store.get(rid) is None for rid in leaves])
@@ -127,54 +128,59 @@ async def test_removal_is_bounded_per_save(clocked: Any) -> None:
     assert [s.request.input for s in (await store.resolve_chain(last)).sessions] == ["root", "keeper", "k0", "k1", "k2"]
 
 
-async def test_leaves_past_the_index_are_queued_and_go_too(clocked: Any) -> None:
-    """The index L holds LEAVES_MAX leaves at most (short ids would fit far more in its
-    bytes); the others queue, and go once past their deadline all the same, the one a
-    sliding read needed again excepted."""
+async def test_many_leaves_all_go_once_due_but_one_needed_again(clocked: Any) -> None:
+    """Leaves are found by a sweep of the thread's e: fields, PRUNE removed a save: however
+    many branches a thread has, every one goes once past its deadline while saves go on,
+    the one a sliding read needed again excepted (until its new deadline)."""
     store = make_store(clocked, ttl_seconds=TTL)
     sliding = make_store(clocked, ttl_seconds=TTL, sliding_ttl=True)
     root = await save(store, "root", None)
     leaves = []
-    for i in range(books.LEAVES_MAX + 44):
+    for i in range(300):
         await store.save(record(f"x{i}", root, "leaf"))
         leaves.append(f"x{i}")
-    fields = await fields_of(clocked, store, root)
-    assert fields["L"].count(b"\n") == books.LEAVES_MAX
-    queued = [rid for rid in leaves if f"o:{rid}" in fields]
-    assert len(queued) == 44
     clocked.clock.advance(TTL * 0.6)
     keeper = await save(store, "keeper", root)
-    assert await sliding.get(queued[5]) is not None  # needed again: another TTL from now
+    assert await sliding.get(leaves[150]) is not None  # needed again: another TTL from now
     clocked.clock.advance(TTL * 0.6)
     last = keeper
-    for i in range(len(leaves) // books.PRUNE + 4):
+    for i in range(len(leaves) // PRUNE + 4):
         last = await save(store, f"k{i}", last)
     kept = [rid for rid in leaves if await store.get(rid) is not None]
-    assert kept == [queued[5]]
+    assert kept == [leaves[150]]
     clocked.clock.advance(TTL * 0.6)
     await save(store, "end", last)
-    assert await store.get(queued[5]) is None
+    assert await store.get(leaves[150]) is None
     fields = await fields_of(clocked, store, root)
-    assert not [f for f in fields if f.startswith("o:")] and "O" not in fields
+    assert sorted(f for f in fields if f.startswith("e:")) == sorted(f"e:{rid}" for rid in [only_leaf(fields)])
     await resolvable_whenever_readable(store, [root, keeper, last])
 
 
-async def test_a_store_without_response_expiry_keeps_the_thread_whole(clocked: Any) -> None:
-    """response_expiry=False (and versions before it): nothing is removed but by the
-    thread's TTL. A thread written by such a store stops being trimmed for good, even by
-    stores that trim: its books no longer match what is in it."""
+def only_leaf(fields: dict[str, Any]) -> str:
+    """The one leaf of a linear chain's thread: the record no other record names as parent."""
+    ids = {f[2:] for f in fields if f.startswith("p:")}
+    parents = {(v.decode() if isinstance(v, bytes) else v) for f, v in fields.items() if f.startswith("p:")}
+    (leaf,) = ids - parents
+    return leaf
+
+
+async def test_a_thread_keeps_the_books_its_first_save_chose(clocked: Any) -> None:
+    """response_expiry=False: a thread that store starts keeps no books and expires whole,
+    whoever writes to it after; a thread started with them trims whoever writes to it."""
     trims, keeps = make_store(clocked, ttl_seconds=TTL), make_store(clocked, ttl_seconds=TTL, response_expiry=False)
-    root = await save(trims, "ext-root", None)
-    regen = await save(trims, "ext-regen", root)
-    turn = await save(keeps, "ext-turn", root)  # written past the books
-    clocked.clock.advance(TTL * 0.7)
-    t2 = await save(trims, "ext-t2", turn)
-    clocked.clock.advance(TTL * 0.7)
-    t3 = await save(trims, "ext-t3", t2)
-    assert await store_has(trims, regen)
-    fields = await fields_of(clocked, trims, regen)
-    assert "r" not in fields and "L" not in fields
-    await resolvable_whenever_readable(trims, [root, regen, turn, t2, t3])
+    for first, then in ((keeps, trims), (trims, keeps)):
+        root = await save(first, "ext-root", None)
+        regen = await save(then, "ext-regen", root)
+        turn = await save(first, "ext-turn", root)
+        clocked.clock.advance(TTL * 0.7)
+        t2 = await save(then, "ext-t2", turn)
+        clocked.clock.advance(TTL * 0.7)
+        t3 = await save(first, "ext-t3", t2)
+        assert await store_has(trims, regen) is (first is keeps)
+        fields = await fields_of(clocked, trims, t3)
+        assert (fields["h"].split()[2] == b"1") is (first is trims)
+        assert bool([f for f in fields if f.startswith("e:")]) is (first is trims)
+        await resolvable_whenever_readable(trims, [root, regen, turn, t2, t3])
 
 
 async def store_has(store: Any, rid: str) -> bool:
@@ -199,33 +205,3 @@ async def test_the_flag_is_checked(backend: Any) -> None:
     with pytest.raises(SessionError) as err:
         make_store(backend, response_expiry="yes")
     assert err.value.code == ErrorCode.INPUT_INVALID
-
-
-async def test_a_new_leaf_counts_the_fields_its_save_really_added(redis_backend: Any) -> None:
-    """The common save writes the books with the record and predicts the field count from
-    which fields are new; a field already there that the prediction took for new (a
-    stale e: of the id, left by a hand edit the books still agree with) must not leave the
-    count one off, which would stop the thread's books for good."""
-    store = make_store(redis_backend, ttl_seconds=TTL)
-    root = await save(store, "ext-root", None)
-    rid = await store.new_response_id(root)
-    key = store.keys.thread(str(thread_of(root)))
-    await redis_backend.client.hset(key, f"e:{rid}", "1")
-    await redis_backend.client.hincrby(key, "r", 1)  # the books still agree with the hash
-    await store.save(record(rid, root, "ext-child"))
-    fields = await fields_of(redis_backend, store, rid)
-    assert books.number(fields["r"]) == len(fields) - 1
-    assert books.number(fields["c"]) == 2
-
-
-def test_the_books_bounds_python_states_are_the_scripts() -> None:
-    lib = (Path(__file__).resolve().parent.parent / "lua" / "chain_lib.lua").read_text()
-    line = "local PRUNE, PRUNE_VISITS, LEAVES_MAX, LEAVES_BYTES = "
-    assert f"{line}{books.PRUNE}, {books.PRUNE_VISITS}, {books.LEAVES_MAX}, {books.LEAVES_BYTES}\n" in lib
-    jumps_lua = (Path(__file__).resolve().parent.parent / "lua" / "chain_jumps.lua").read_text()
-    from redis_sessions.responses import jumps
-
-    assert f"local JUMP_MIN_BYTES, JUMP_BYTES, JUMPS = {jumps.JUMP_MIN_BYTES}, {jumps.JUMP_BYTES}, {jumps.JUMPS}\n" in jumps_lua
-    from redis_sessions.responses import names
-
-    assert f"local NAMES_MAX = {names.NAMES_MAX} " in (Path(__file__).resolve().parent.parent / "lua" / "chain_lib.lua").read_text()

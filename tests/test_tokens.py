@@ -29,7 +29,7 @@ def test_every_script_that_uses_the_library_carries_it() -> None:
     from redis_sessions.items.redis import SCRIPTS as ITEMS
     from redis_sessions.scripts import script
 
-    chains = [script(name) for name in ("chain_save", "chain_save_turn", "chain_delete", "chain_walk_slide")]
+    chains = [script(name) for name in ("chain_save", "chain_save_turn", "chain_delete", "chain_walk", "chain_cover", "purge_if_idle")]
     for lua in [*ITEMS, *CONVERSATIONS.values(), *chains]:
         body = lua.source.replace(LIB, "")
         if re.search(r"\b(token_find|token_push|server_ms|TOKENS_RETAIN_MS)\b", body):

@@ -126,12 +126,13 @@ class RedisResponseSessionStore:
 
     @classmethod
     def from_url(cls, url: str, *, cluster: bool | None = None, redis_kwargs: Mapping[str, Any] | None = None,
-                 **options: Any) -> "RedisResponseSessionStore":
+                 conversations: Any = None, **options: Any) -> "RedisResponseSessionStore":
         """A store with its own client per event loop (closed by :meth:`close`):
         ``redis://``, ``rediss://``, ``redis+cluster://``, ``redis+sentinel://``;
         ``redis_kwargs`` go to redis-py's client. No I/O."""
         timeout = ResponseOptions.of(**options).timeout
-        return cls(link=RedisLink.to_url(url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs), **options)
+        return cls(link=RedisLink.to_url(url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs),
+                   conversations=conversations, **options)
 
     def __getattr__(self, name: str) -> Any:
         """Each option as an attribute (``store.ttl_seconds``, ``store.max_depth``)."""
@@ -518,12 +519,12 @@ class RedisResponseSessionStore:
         """The ids of every record in the thread, in HSCAN pages sized by its largest record."""
         head = (await self.edge.command("HGET", key, "h", where=f"thread {key!r}") or b"").split()
         largest = int(head[1]) if len(head) > 1 and head[1].isdigit() else SCAN_BYTES
-        count, cursor, ids = max(1, min(64, SCAN_BYTES // max(largest, 1))), b"0", list[str]()
+        count, cursor, ids = max(1, min(64, SCAN_BYTES // max(largest, 1))), 0, list[str]()
         while True:
             cursor, page = await self.edge.command("HSCAN", key, cursor, "MATCH", "p:*", "COUNT", count,
-                                                   where=f"thread {key!r}")
-            ids.extend(as_text(field)[2:] for field in page[::2])
-            if cursor in (b"0", 0):
+                                                   where=f"thread {key!r}")  # redis-py: (cursor, {field: value})
+            ids.extend(as_text(field)[2:] for field in page)
+            if not cursor:
                 return list(dict.fromkeys(ids))  # HSCAN may return a field twice
 
     # -- locators ----------------------------------------------------------------

@@ -48,12 +48,12 @@ class SyncResponseSessionStore(Blocking):
 
     @classmethod
     def from_url(cls, url: str, *, cluster: bool | None = None, redis_kwargs: Mapping[str, Any] | None = None,
-                 **options: Any) -> "SyncResponseSessionStore":
+                 conversations: Any = None, **options: Any) -> "SyncResponseSessionStore":
         """A store with its own sync client, for every thread (closed by :meth:`close`):
         the URLs and ``redis_kwargs`` of :meth:`RedisResponseSessionStore.from_url`. No I/O."""
         timeout = ResponseOptions.of(**options).timeout
         return cls(link=RedisLink.to_url(url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs,
-                                         blocking=True), **options)
+                                         blocking=True), conversations=conversations, **options)
 
     @property
     def keys(self) -> KeySpace:
