@@ -26,7 +26,7 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from _common import best_of, parser  # noqa: E402
-from bench_responses import record  # noqa: E402
+from bench_peers import record  # noqa: E402
 from redis_sessions import RedisResponseSessionStore  # noqa: E402
 from servers import RedisProcess, free_port  # noqa: E402
 
@@ -65,7 +65,7 @@ async def run(url: str, port: int, rounds: int, n: int) -> None:
 
         async def save(i: int) -> None:
             rid = await store.new_response_id(parents[acks])
-            await store.save(record(rid, parents[acks], i))
+            await store.save(record(rid, parents[acks], i, 700))
             parents[acks] = rid if i % 50 else None  # chains of 50, so no thread grows without end
 
         return save

@@ -19,20 +19,14 @@ import time
 from statistics import median
 from typing import Callable
 
-import msgspec
 import redis
 
 from _common import parser, redis_url
-from bench_responses import record
-from redis_sessions import SyncResponseSessionStore, new_response_id
+from bench_peers import record
+from redis_sessions import UNSET, SyncResponseSessionStore, new_response_id
 from redis_sessions.codec import decode_session
 from redis_sessions.ids import thread_of
-from redis_sessions.limits import DEFAULT_TTL_SECONDS
-from redis_sessions.responses.protocol import SaveRequest
-from redis_sessions.responses.redis_engine import _save_args
-from redis_sessions.responses.store import OVERWRITE_CYCLE_WALK_LIMIT
 from redis_sessions.scripts import script
-from redis_sessions.tokens import new_token
 
 
 def alternate(rounds: int, sides: dict[str, tuple[Callable[[int], None], int]]) -> dict[str, float]:
@@ -62,10 +56,10 @@ def main() -> None:
         store = SyncResponseSessionStore(client, key_prefix="bsync")
         save_script = script("chain_save")
         client.script_load(save_script.source)  # the raw side loads its script up front
-        ours = [record(new_response_id(), None, i) for i in range(n * rounds)]
-        raw = [record(new_response_id(), None, i) for i in range(n * rounds)]
+        ours = [record(new_response_id(), None, i, 700) for i in range(n * rounds)]
+        raw = [record(new_response_id(), None, i, 700) for i in range(n * rounds)]
         at = {"ours": 0, "raw": 0}
-        ttl_ms = DEFAULT_TTL_SECONDS * 1000
+        core = store.core  # the raw side sends the store's own script and arguments (a same-tree comparison)
 
         def ours_save(_: int) -> None:
             store.save(ours[at["ours"]])
@@ -74,10 +68,9 @@ def main() -> None:
         def raw_save(_: int) -> None:
             rec = raw[at["raw"]]
             at["raw"] += 1
-            blob = msgspec.msgpack.encode(rec)
-            request = SaveRequest(rec.id, "", False, "", False, blob, ttl_ms, OVERWRITE_CYCLE_WALK_LIMIT,
-                                  new_token(), True)
-            client.evalsha(save_script.sha, 1, f"bsync:{{{thread_of(rec.id)}}}:chain", *_save_args(request))
+            blob = core._check_save(rec, UNSET, False)[3]
+            client.evalsha(save_script.sha, 1, f"bsync:{{{thread_of(rec.id)}}}:chain",
+                           *core._save_args(rec.id, None, None, False, blob))
 
         save = alternate(rounds, {"ours": (ours_save, n), "raw": (raw_save, n)})
         ours_ids = [rec.id for rec in ours[:n]]

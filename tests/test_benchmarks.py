@@ -1,8 +1,6 @@
 """The benchmarks are not measured here (they are measurements, not tests), but they must
 not rot: each one imports, bench_peers.py runs its ``--quick`` smoke run alone and
-against a base commit (structure only), and the save-parts benchmark's cuts still find their lines in the save script
-and still compile, so a change to lua/chain_lib.lua that moves a line fails here rather
-than in the next measurement."""
+against a base commit (structure only), and bench_sync.py runs a few calls."""
 
 from __future__ import annotations
 
@@ -13,10 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from lupa.lua51 import LuaRuntime  # the Lua of Redis and of fakeredis: a second Lua in one process crashes
 
-from chains import make_store
-from redis_sessions.scripts import script
 from servers import REDIS_SERVER
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
@@ -31,83 +26,6 @@ def on_path(monkeypatch):
 def test_each_benchmark_imports_and_has_a_main(name):
     module = importlib.import_module(name)
     assert callable(module.main)
-
-
-def test_every_cut_of_the_save_finds_its_line_and_compiles():
-    parts = importlib.import_module("bench_save_parts")
-    source = script("chain_save").source
-    lua = LuaRuntime()
-    versions = [parts.cut_after(source, line) for _, line in parts.CUTS]
-    assert versions[0] == "return 'ok'\n" and versions[-1] == source  # an empty script, the whole save
-    assert len(set(versions)) == len(versions)
-    for version in versions:
-        lua.compile(version)  # raises LuaSyntaxError on a cut that broke a block
-
-
-async def test_the_cuts_before_the_hset_write_nothing_and_the_rest_save(redis_backend):
-    """What the benchmark's steps claim: the save writes nothing before its HSET (every
-    check and the clock come first), and a cut after it has stored the record."""
-    from redis_sessions.responses.redis_engine import _save_args  # bench_save_parts' internals, not bench_peers'
-
-    parts = importlib.import_module("bench_save_parts")
-    cost = importlib.import_module("bench_chain_cost")
-    client = redis_backend.client
-    source = script("chain_save").source
-    writes_from = [name for name, _ in parts.CUTS].index("+ the HSET")
-    for at, (name, line) in enumerate(parts.CUTS):
-        store = make_store(redis_backend)
-        ids = await cost.chain(store, 10, 0)
-        thread, request = await parts.next_save(store, ids[-1], 10, 0)
-        key = store.keys.thread(thread)
-        before = await client.hgetall(key)
-        reply = await client.eval(parts.cut_after(source, line), 1, key, *_save_args(request))
-        assert reply in (b"ok", "ok"), name
-        after = await client.hgetall(key)
-        field = store.keys.data_field(request.response_id).encode()
-        if at < writes_from:
-            assert after == before, name
-        else:
-            assert field not in before and after[field] == request.blob, name
-
-
-# The fields a save writes from the server's clock: the last write's stamp (w, and in m),
-# a new leaf's deadline (e:<id>) and the leaf index that orders leaves by deadline (L).
-_CLOCKED = (b"w", b"m", b"L")
-
-
-def _unclocked(fields: dict) -> dict:
-    return {k: v for k, v in fields.items() if k not in _CLOCKED and not k.startswith(b"e:")}
-
-
-async def test_the_save_as_a_function_is_the_save_script(redis_backend):
-    """What the benchmarks time as a Redis Function is the store's save: from the same
-    thread, the same keys and arguments leave the same fields, whether they go to the
-    script (EVAL) or to the Function (FCALL), but for the fields the server's clock stamps,
-    which a differential of two calls cannot hold equal (their names must still match)."""
-    from redis_sessions.responses.redis_engine import _save_args  # bench_save_parts' internals, not bench_peers'
-
-    parts = importlib.import_module("bench_save_parts")
-    cost = importlib.import_module("bench_chain_cost")
-    client = redis_backend.client
-    store = make_store(redis_backend)
-    ids = await cost.chain(store, 10, 0)
-    thread, request = await parts.next_save(store, ids[-1], 10, 0)
-    key = store.keys.thread(thread)
-    copy = key + ":as-function"  # the same hash tag: the same slot, and node, as the thread
-    before = await client.hgetall(key)
-    await client.hset(copy, mapping=before)
-    try:
-        async with cost.save_function(client):
-            args = _save_args(request)
-            assert await client.eval(script("chain_save").source, 1, key, *args) in (b"ok", "ok")
-            assert await client.fcall(cost.SAVE_FUNCTION, 1, copy, *args) in (b"ok", "ok")
-            by_script, by_function = await client.hgetall(key), await client.hgetall(copy)
-            assert by_script != before  # the save wrote
-            assert set(by_function) == set(by_script)
-            assert _unclocked(by_function) == _unclocked(by_script)
-            assert by_function[store.keys.data_field(request.response_id).encode()] == request.blob
-    finally:
-        await client.delete(copy)
 
 
 # Every row bench_peers.py prints, as (how its name starts, what else it holds).
