@@ -1,8 +1,9 @@
--- A conversation's header.
--- KEYS[1] the conversation's hash; ARGV[1] sliding TTL in ms ("0": none).
--- Replies {'ok', created_at, metadata} or {'nf'}.
-local key, slide = KEYS[1], tonumber(ARGV[1])
-local hdr = redis.call('HMGET', key, 'c', 'm')
-if not hdr[1] then return {'nf'} end
-expire(key, slide)
-return {'ok', hdr[1], hdr[2]}
+-- A conversation's created_at and metadata.
+-- KEYS[1] the conversation's hash; ARGV[1] sliding TTL in ms ('0': none).
+-- Returns {created_at, metadata}; refuses as conv_header does (lua/conv_lib.lua).
+local key = KEYS[1]
+local got = redis.call('HMGET', key, 'h', 'm')
+local hd, refusal = conv_header(key, got[1])
+if not hd then return refusal end
+expire(key, tonumber(ARGV[1]))
+return {hd.c, got[2]}

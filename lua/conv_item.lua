@@ -1,10 +1,11 @@
 -- One item by id.
--- KEYS[1] the conversation's hash; ARGV[1] sliding TTL in ms ("0": none), ARGV[2] the item id.
--- Replies {'ok', item}, {'nf'} or {'inf'}.
-local key, slide = KEYS[1], tonumber(ARGV[1])
-local hdr = redis.call('HMGET', key, 'c', 'x:' .. ARGV[2])
-if not hdr[1] then return {'nf'} end
-local item = hdr[2] and redis.call('HGET', key, 'i:' .. hdr[2])
-if not item then return {'inf'} end
-expire(key, slide)
-return {'ok', item}
+-- KEYS[1] the conversation's hash; ARGV[1] sliding TTL in ms ('0': none), ARGV[2] the item id.
+-- Returns the item; refuses as conv_header does, or RSNOITEM (no such live item).
+local key = KEYS[1]
+local got = redis.call('HMGET', key, 'h', 'x:' .. ARGV[2])
+local hd, refusal = conv_header(key, got[1])
+if not hd then return refusal end
+local item = got[2] and redis.call('HGET', key, 'i:' .. got[2])
+if not item then return redis.error_reply('RSNOITEM it has no item ' .. ARGV[2]) end
+expire(key, tonumber(ARGV[1]))
+return item

@@ -9,7 +9,7 @@ from typing import Any, Literal, Optional
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .conversations import ConversationStore, RedisConversationStore, SyncConversationStore
+from .conversations import ConversationOptions, ConversationStore, RedisConversationStore, SyncConversationStore
 from .errors import ErrorCode, SessionError
 from .ids import validate_id
 from .items import ItemSession, RedisSession, SyncRedisSession
@@ -172,7 +172,7 @@ def create_conversation_store(config: SessionConfig) -> ConversationStore:
     """A Conversations API store with the config's backend, prefix, TTL (and sliding),
     item limits and client settings. A Redis store built here owns its client:
     ``await store.close()`` when done."""
-    options = options_of(config, ItemOptions.__struct_fields__)
+    options = options_of(config, ConversationOptions.__struct_fields__)
     if config.store_backend == "memory":
         from .memory import MemoryConversationStore
 
@@ -213,7 +213,7 @@ def create_sync_item_session(config: SessionConfig, session_id: str) -> SyncRedi
 
 def create_sync_conversation_store(config: SessionConfig) -> SyncConversationStore:
     """:func:`create_conversation_store` for synchronous code (``store.close()`` when done)."""
-    options = options_of(config, ItemOptions.__struct_fields__)
+    options = options_of(config, ConversationOptions.__struct_fields__)
     if config.store_backend == "memory":
         from .memory import sync_client
 

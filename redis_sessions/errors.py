@@ -221,6 +221,7 @@ REFUSALS: dict[str, ErrorCode] = {
     "RSNOCONV": ErrorCode.CONVERSATION_NOT_FOUND,
     "RSNOITEM": ErrorCode.CONVERSATION_ITEM_NOT_FOUND,
     "RSDUP": ErrorCode.STORE_CONFLICT,  # an item id a live item of the conversation has
+    "RSCURSOR": ErrorCode.INPUT_INVALID,  # a page's cursor names no item the conversation holds or keeps
 }
 """Every refusal a script makes, by the first word of its error reply: a script refuses
 with ``redis.error_reply('<WORD> <sentence>')`` before its first write (lua/*.lua)."""

@@ -19,11 +19,11 @@ from redis_sessions import (
     StoredResponseSession,
     StoredResponseSnapshot,
 )
-from redis_sessions.codec import encode
-from redis_sessions.conversations import RedisConversationStore, base, checks
-from redis_sessions.conversations.redis import SCRIPTS
+from redis_sessions.codec import encode, pack
+from redis_sessions.conversations import RedisConversationStore, checks
+from redis_sessions.conversations.store import SCRIPTS
 
-TOMBSTONES, RETAIN_S = 1000, 300  # lua/conv_lib.lua's TOMBS and RETAIN_MS
+TOMBSTONES, RETAIN_S = 1000, 300  # lua/conv_lib.lua's TOMBS and TOMB_RETAIN_MS
 
 
 def stores(b: Backend) -> tuple[RedisResponseSessionStore, RedisConversationStore]:
@@ -75,12 +75,14 @@ async def test_the_append_script_stores_any_count_whole(redis_backend: Backend) 
     2,500-item append sent straight to it is stored whole (it failed at unpack before)."""
     _, store = stores(redis_backend)
     conv = await store.create()
-    pairs: list[base.Arg] = []
+    pairs: list[Any] = []
     for n in range(2_500):
-        pairs += [f"msg_{n}", encode(msg(str(n), id=f"msg_{n}"))]
-    assert await store._write("conv_add", conv.id, [600_000, new_token(), *pairs]) == [b"ok"]
+        pairs += [f"msg_{n}", pack(encode(msg(str(n), id=f"msg_{n}")), 0)]
+    assert await store._call("conv_add", conv.id, 600_000, new_token(), *pairs, write=True) == b"ok"
     assert len(await store.history(conv.id)) == 2_500
-    assert (await store._write("conv_add", conv.id, [600_000, new_token(), *pairs]))[0] == b"dup"
+    with pytest.raises(SessionError) as err:
+        await store._call("conv_add", conv.id, 600_000, new_token(), *pairs, write=True)
+    assert err.value.code is ErrorCode.STORE_CONFLICT  # RSDUP: the same ids are live
 
 
 # -- tombstones ------------------------------------------------------------------------------
@@ -101,7 +103,7 @@ async def test_add_and_delete_cycles_keep_a_bounded_number_of_fields(redis_backe
     key = store.keys.conversation(conv.id)
     ids = await cycles(store, conv.id, TOMBSTONES + 300)
     fields = await redis_backend.client.hlen(key)
-    assert fields <= 2 * TOMBSTONES + 8, fields  # x: and t: per tombstone; c, m, n, ops, t, two g:
+    assert fields <= 2 * TOMBSTONES + 5, fields  # x: and t: per tombstone; h, m, ops, two g:
     # The newest TOMBSTONES deleted items still page; the older ones are unknown cursors.
     assert (await store.list_items(conv.id, after=ids[-TOMBSTONES])).data == []
     with pytest.raises(SessionError) as err:
@@ -123,8 +125,8 @@ async def test_tombstones_go_after_the_retention_window_eight_per_write(clocked:
     page = await store.list_items(conv.id, order="asc", after=ids[0])  # within the window: pages on
     assert page.data == []
     clocked.clock.advance(2)
-    expected = start + 2 + 1  # the run's two g: fields and t, the queue's ends
-    for added, tombstones in ((1, 12), (2, 4), (3, 0), (4, 0)):  # PRUNE: 8 dropped per write at most
+    expected = start + 2  # the run's two g: fields (the queue's ends are in the header)
+    for added, tombstones in ((1, 12), (2, 4), (3, 0), (4, 0)):  # TOMB_PRUNE: 8 dropped per write at most
         await store.add_items(conv.id, [msg(f"later {added}")])
         assert await clocked.client.hlen(key) == expected + 2 * added + 2 * tombstones
     with pytest.raises(SessionError) as err:
@@ -191,7 +193,7 @@ async def test_the_largest_admitted_calls_stay_under_five_ms(redis_server: Any) 
 @pytest.mark.real
 async def test_a_page_of_big_items_is_read_in_bounded_calls(redis_server: Any) -> None:
     """A page was bounded by count only: 100 items of 1 MiB in one HMGET. Each call now
-    reads about 512 KiB, by the largest item the conversation has held (field b), and the
+    reads about 512 KiB, by the largest item the conversation has held (its header), and the
     store calls again: no command over 5 ms, the page whole."""
     from redis.asyncio import Redis
 

@@ -20,7 +20,8 @@ from redis_sessions import (
     StoredResponseSession,
     StoredResponseSnapshot,
 )
-from redis_sessions.conversations import ConversationDeleted, RedisConversationStore, base
+from redis_sessions.conversations import ConversationDeleted, RedisConversationStore
+from redis_sessions.tokens import new_token
 
 pytestmark = pytest.mark.real
 
@@ -62,9 +63,9 @@ async def test_a_conversation_is_deleted_mid_migration_and_a_resent_delete_answe
         conv = await store.create(items=[msg("a"), msg("b")])
         key = store.keys.conversation(conv.id)
         with start_slot_migration(redis_cluster, key_slot(key), [key] if moved else []) as migration:
-            token = base.new_token()
+            token = new_token()
             for _ in range(2):  # the second: redis-py re-sending it after a lost reply
-                assert await store._write("conv_delete", conv.id, [token]) == [b"ok"]
+                assert await store._call("conv_delete", conv.id, token, write=True) == b"ok"
             assert await code_of(store.get(conv.id)) is ErrorCode.CONVERSATION_NOT_FOUND
             assert await code_of(store.add_items(conv.id, [msg("c")])) is ErrorCode.CONVERSATION_NOT_FOUND
             assert await code_of(store.delete(conv.id)) is ErrorCode.CONVERSATION_NOT_FOUND

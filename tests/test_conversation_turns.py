@@ -104,6 +104,21 @@ async def test_refused_turns_write_nothing_to_either_key(backend: Backend) -> No
     assert await all_keys(backend, responses) == before
 
 
+async def test_a_turn_into_a_conversation_of_another_data_format_is_refused_whole(backend: Backend) -> None:
+    """A conversation hash of the layout earlier commits wrote (no header): the turn is
+    refused as unsupported, and neither its thread nor the conversation is written."""
+    responses, conversations = stores(backend)
+    old = "conv_" + "1" * 48
+    await backend.client.hset(conversations.keys.conversation(old), mapping={"c": 1_700_000_000, "n": 0})
+    before = await all_keys(backend, responses, deadlines=True)
+    rid = await responses.new_response_id(conversation_id=old)
+    with pytest.raises(SessionError) as err:
+        await responses.save(turn(rid, old, "into the old layout"))
+    assert err.value.code == ErrorCode.RECORD_UNSUPPORTED
+    assert await all_keys(backend, responses, deadlines=True) == before
+    assert await responses.get(rid) is None
+
+
 async def test_a_deleted_conversation_refuses_the_next_turn(backend: Backend) -> None:
     responses, conversations = stores(backend)
     conv = await conversations.create()
@@ -149,10 +164,10 @@ async def test_a_re_sent_turn_script_appends_once(backend: Backend) -> None:
     async def between(_: str) -> None:
         inner.calls = set()  # the turn in between is sent once
         await responses.save(turn(other, conv.id, "between"))
-        inner.calls = {"save_turn"}
+        inner.calls = {"chain_save_turn"}
 
-    inner = resending(responses, {"save_turn"}, between)
+    inner = resending(responses, {"chain_save_turn"}, between)
     rid = await responses.new_response_id(conversation_id=conv.id)
     await responses.save(turn(rid, conv.id, "lost reply"))
-    assert inner.first["save_turn"][0] == ("ok", rid)
+    assert inner.first["chain_save_turn"] == [b"ok"]  # the first copy ran, and appended
     assert texts(await conversations.history(conv.id)) == ["lost reply", "re: lost reply", "between", "re: between"]

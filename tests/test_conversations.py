@@ -23,8 +23,8 @@ from redis_sessions.conversations import (
     RedisConversationStore,
     SyncConversationStore,
 )
-from redis_sessions.conversations import base, paging
-from redis_sessions import tokens
+from redis_sessions.conversations import store as conv_store
+from redis_sessions import codec, tokens
 from redis_sessions.errors import ErrorCode, SessionError
 
 
@@ -245,22 +245,24 @@ async def test_bad_limit_order_or_cursor_is_400(backend: Backend) -> None:
 
 
 class Counting:
-    """Counts a store's script calls by name."""
+    """Counts a store's script calls by name: an edge in front of the store's own."""
 
     def __init__(self, store: ConversationStore) -> None:
         self.calls: dict[str, int] = {}
-        run = store._run
+        self.edge = store.edge
+        store.edge = self  # type: ignore[assignment]
 
-        async def counted(name: str, key: str, args: list[bytes], write: bool) -> Any:
-            self.calls[name] = self.calls.get(name, 0) + 1
-            return await run(name, key, args, write)
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.edge, name)
 
-        store._run = counted  # type: ignore[method-assign]
+    async def run(self, lua: Any, keys: Any, args: Any, **options: Any) -> Any:
+        self.calls[lua.name] = self.calls.get(lua.name, 0) + 1
+        return await self.edge.run(lua, keys, args, **options)
 
 
 async def test_a_page_is_one_call_and_a_run_of_deleted_items_is_skipped_whole(
         backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(paging, "SCAN_BUDGET", 32)
+    monkeypatch.setattr(conv_store, "SCAN_BUDGET", 32)
     store = make_store(backend)
     conv, ids = await filled(store, 120)
     counting = Counting(store)
@@ -286,9 +288,11 @@ async def test_ten_thousand_deleted_items_before_one_live_one(backend: Backend) 
     store = make_store(backend)
     conv = await store.create()
     key = store.keys.conversation(conv.id)
-    # What adding 10,000 items and deleting them all leaves: n, the x: cursors and the run's ends.
+    # What adding 10,000 items and deleting them all leaves: the header's last sequence
+    # number, the x: cursors and the run's ends.
     holes = 10_000
-    fields = {"n": holes, "g:1": holes, f"g:{holes}": 1, **{f"x:gone{n}": n + 1 for n in range(holes)}}
+    fields = {"h": f"1 {conv.created_at} {holes} 0 1 1", "g:1": holes, f"g:{holes}": 1,
+              **{f"x:gone{n}": n + 1 for n in range(holes)}}
     await backend.client.hset(key, mapping=fields)
     live = await store.add_items(conv.id, [msg("live")])
     counting = Counting(store)
@@ -311,8 +315,8 @@ async def test_pages_match_a_model_whatever_was_deleted_in_whatever_order(delete
                                                                          budget: int, cursor: int) -> None:
     """Memory only (the differential test holds the scripts to it): the pages are the
     live items in order, from every cursor, deleted or not, at any scan budget."""
-    saved = paging.SCAN_BUDGET
-    paging.SCAN_BUDGET = budget
+    saved = conv_store.SCAN_BUDGET
+    conv_store.SCAN_BUDGET = budget
     try:
         store = MemoryConversationStore()
         conv, ids = await filled(store, 40)
@@ -328,7 +332,7 @@ async def test_pages_match_a_model_whatever_was_deleted_in_whatever_order(delete
         before = [x for x in live if int(x) < cursor][::-1]
         assert [i["content"] for i in page.data] == before[:limit] and page.has_more == (len(before) > limit)
     finally:
-        paging.SCAN_BUDGET = saved
+        conv_store.SCAN_BUDGET = saved
 
 
 # -- re-sends (the lost reply, without a proxy) ------------------------------------------
@@ -336,20 +340,19 @@ async def test_every_write_resent_with_its_token_has_one_effect(backend: Backend
     store = make_store(backend)
     conv = await store.create(items=[msg("a", id="msg_a"), msg("b", id="msg_b")])
     key_id = conv.id
-    pair = [b"msg_c", base.encode(msg("c", id="msg_c"))]
+    pair = store.turn_arguments([msg("c", id="msg_c")])
     for _ in range(2):
-        assert await store._write("conv_add", key_id, [600_000, b"t_add", *pair]) == [b"ok"]
+        assert await store._call("conv_add", key_id, 600_000, b"t_add", *pair, write=True) == b"ok"
+    replies = [await store._call("conv_delete_item", key_id, 600_000, b"t_del", "msg_a", write=True) for _ in range(2)]
+    assert replies[0] == replies[1] == [str(conv.created_at).encode(), codec.encode({})]
     for _ in range(2):
-        reply = await store._write("conv_delete_item", key_id, [600_000, b"t_del", "msg_a"])
-        assert reply[0] == b"ok"
-    for _ in range(2):
-        reply = await store._write("conv_update", key_id, [600_000, b"t_upd", base.encode({"u": "1"})])
-        assert reply[0] == b"ok"
+        reply = await store._call("conv_update", key_id, 600_000, b"t_upd", codec.encode({"u": "1"}), write=True)
+        assert reply == str(conv.created_at).encode()
     page = await store.list_items(conv.id, order="asc")
     assert [i["content"] for i in page.data] == ["b", "c"]
     assert (await store.get(conv.id)).metadata == {"u": "1"}
     for _ in range(2):
-        assert await store._write("conv_delete", key_id, [b"t_gone"]) == [b"ok"]
+        assert await store._call("conv_delete", key_id, b"t_gone", write=True) == b"ok"
     assert await code_of(store.get(conv.id)) is ErrorCode.CONVERSATION_NOT_FOUND
     assert await code_of(store.delete(conv.id)) is ErrorCode.CONVERSATION_NOT_FOUND  # a new delete: 404
 
@@ -359,16 +362,74 @@ async def test_the_ring_remembers_writes_by_time(clocked: Backend) -> None:
     server time now (lua/tokens.lua), so a re-send 20 writes later is still recognised."""
     store = make_store(clocked)
     conv = await store.create()
-    pair = [b"msg_first", base.encode(msg("first", id="msg_first"))]
-    assert await store._write("conv_add", conv.id, [600_000, b"t_first", *pair]) == [b"ok"]
+    pair = store.turn_arguments([msg("first", id="msg_first")])
+    assert await store._call("conv_add", conv.id, 600_000, b"t_first", *pair, write=True) == b"ok"
     for n in range(20):
         await store.add_items(conv.id, [msg(str(n))])
-    assert await store._write("conv_add", conv.id, [600_000, b"t_first", *pair]) == [b"ok"]  # 21 writes on
+    assert await store._call("conv_add", conv.id, 600_000, b"t_first", *pair, write=True) == b"ok"  # 21 writes on
     clocked.clock.advance(tokens.RETAIN_S + 2)
     await store.add_items(conv.id, [msg("one more")])
-    assert (await store._write("conv_add", conv.id, [600_000, b"t_first", *pair]))[0] == b"dup"  # forgotten
+    forgotten = store._call("conv_add", conv.id, 600_000, b"t_first", *pair, write=True)
+    assert await code_of(forgotten) is ErrorCode.STORE_CONFLICT  # a new append of an id it holds
     ring = await clocked.client.hget(store.keys.conversation(conv.id), "ops")
     assert ring.count(b"\n") == 1 and len(ring) <= tokens.MAX_BYTES
+
+
+# -- data format 1 (docs/key-layout.md) --------------------------------------------------
+FIELD_KINDS = {"h", "m", "ops", "i:", "x:", "g:", "t:"}
+
+
+def field_kind(field: bytes) -> str:
+    name = field.decode()
+    return name[:2] if name[1:2] == ":" else name
+
+
+async def test_the_hash_holds_data_format_1(backend: Backend) -> None:
+    """The header says the format, when the conversation was made, its last sequence
+    number, its largest item and its tombstone queue; items are codec values."""
+    store = make_store(backend)
+    conv = await store.create(items=[msg("a", id="msg_a"), msg("b" * 100, id="msg_b")])
+    await store.add_items(conv.id, [msg("c", id="msg_c")])
+    await store.delete_item(conv.id, "msg_a")
+    fields = await backend.client.hgetall(store.keys.conversation(conv.id))
+    assert {field_kind(f) for f in fields} == FIELD_KINDS
+    largest = max(len(v) for f, v in fields.items() if f.startswith(b"i:"))
+    assert fields[b"h"] == f"1 {conv.created_at} 3 {largest} 1 2".encode()  # one tombstone: t:1
+    assert fields[b"t:1"].split()[1:] == [b"1", b"msg_a"] and fields[b"x:msg_a"] == b"1"
+    assert all(codec.is_value(v) for f, v in fields.items() if f.startswith(b"i:"))
+    assert fields[b"m"] == codec.encode({})
+
+
+async def refusals(store: ConversationStore, conversation_id: str) -> set[ErrorCode]:
+    """What every call on the conversation raises (nothing may answer)."""
+    calls = [store.get(conversation_id), store.update(conversation_id, {"k": "v"}),
+             store.add_items(conversation_id, [msg("new")]), store.list_items(conversation_id),
+             store.list_items(conversation_id, after="msg_old"), store.get_item(conversation_id, "msg_old"),
+             store.delete_item(conversation_id, "msg_old"), store.delete(conversation_id)]
+    return {await code_of(call) for call in calls}
+
+
+async def test_a_conversation_of_another_data_format_is_refused_and_left_as_it_is(backend: Backend) -> None:
+    """The layout earlier commits wrote (created_at in c, no header), a header of a later
+    format, and a header that does not parse: every call is refused, nothing written."""
+    store = make_store(backend)
+    item = codec.pack(codec.encode(msg("old", id="msg_old")), 0)
+    layouts = {
+        ErrorCode.RECORD_UNSUPPORTED: [
+            {"c": 1_700_000_000, "m": codec.encode({}), "n": 1, "b": len(item), "i:1": item, "x:msg_old": 1},
+            {"h": "2 1700000000 1 40 1 1", "m": codec.encode({}), "i:1": item, "x:msg_old": 1},
+        ],
+        ErrorCode.RECORD_CORRUPT: [{"h": "1 1700000000 one", "m": codec.encode({}), "i:1": item, "x:msg_old": 1}],
+    }
+    for code, hashes in layouts.items():
+        for fields in hashes:
+            conversation_id = conv_store.mint_id("conv")
+            key = store.keys.conversation(conversation_id)
+            await backend.client.hset(key, mapping=fields)
+            await backend.client.expire(key, 600)
+            before = (await backend.client.hgetall(key), await backend.client.pexpiretime(key))
+            assert await refusals(store, conversation_id) == {code}, fields
+            assert (await backend.client.hgetall(key), await backend.client.pexpiretime(key)) == before
 
 
 # -- TTL ---------------------------------------------------------------------------------

@@ -11,8 +11,9 @@ from typing import Any, Awaitable, Callable
 
 import pytest
 
-from redis_sessions.conversations import RedisConversationStore, SyncConversationStore, base
-from redis_sessions.conversations.redis import SCRIPTS
+from redis_sessions.conversations import RedisConversationStore, SyncConversationStore
+from redis_sessions.conversations import store as conv_store
+from redis_sessions.conversations.store import SCRIPTS
 from redis_sessions.errors import SessionError
 from redis_sessions.ids import mint_id
 from test_faults import FAULTS, ROUNDS, SYNC_TOO, Faulty, Tally, faulty  # noqa: F401  (faulty: the fixture)
@@ -76,7 +77,7 @@ async def test_create_update_delete_item_and_delete_apply_once_and_answer(faulty
     store = conversation_store(faulty)
     for i in range(ROUNDS[fault]):
         conv_id = mint_id("conv")  # the id create will mint, so that its key's proxy is armed
-        monkeypatch.setattr(base, "mint_id", lambda prefix: conv_id if prefix == "conv" else mint_id(prefix))
+        monkeypatch.setattr(conv_store, "mint_id", lambda prefix: conv_id if prefix == "conv" else mint_id(prefix))
         conv = await under_fault(faulty, tally, store.keys.conversation(conv_id), "conv_create",
                                  lambda: store.create(items=[msg("a"), msg("b")], metadata={"round": str(i)}))
         if isinstance(conv, SessionError):

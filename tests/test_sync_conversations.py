@@ -28,7 +28,7 @@ from redis_sessions import (
     SyncResponseSessionStore,
 )
 from redis_sessions.conversations import RedisConversationStore
-from redis_sessions.conversations.redis import SCRIPTS
+from redis_sessions.conversations.store import SCRIPTS
 
 
 def msg(text: str, **extra: Any) -> dict[str, Any]:
@@ -64,7 +64,7 @@ def test_every_public_method_completes_on_the_first_send():
     public = {name for name, _ in inspect.getmembers(SyncConversationStore, inspect.isfunction)
               if not name.startswith("_")}
     assert public == {"create", "get", "update", "delete", "add_items", "list_items", "history", "get_item",
-                      "delete_item", "close", "now", "turn_arguments"}
+                      "delete_item", "close"}
 
 
 def test_the_clients_of_the_other_api_are_refused():

@@ -18,6 +18,7 @@ from ..errors import ErrorCode, SessionError
 from ..ids import mint_id, validate_id
 from ..codec import encode_items, pack
 from ..models import Item
+from ..options import ItemOptions
 
 MAX_METADATA_PAIRS = 16
 MAX_METADATA_KEY = 64
@@ -84,11 +85,11 @@ def item_prefix(item: Item) -> str:
     return ID_PREFIXES.get(kind, "item") if isinstance(kind, str) else "item"
 
 
-def items(value: object, max_item_bytes: int, max_batch_bytes: int, compress: bool,
-          *, allow_empty: bool, max_items: int = MAX_ITEMS_PER_CALL) -> tuple[list[Item], list[str], list[bytes]]:
-    """Copies of the items, each with an ``id`` (minted where missing), their ids and
-    their encodings. Ids must be unique within the call. ``max_items``: OpenAI's 20 for
-    an add; a response's turn asks for more, and no call gets past ``MAX_ITEMS_PER_TURN``."""
+def items(value: object, options: ItemOptions, *, allow_empty: bool,
+          max_items: int = MAX_ITEMS_PER_CALL) -> tuple[list[str], list[bytes]]:
+    """The items' ids (minted where missing; unique within the call) and their stored
+    values, within ``options``' limits. ``max_items``: OpenAI's 20 for an add; a response's
+    turn asks for more, and no call gets past ``MAX_ITEMS_PER_TURN``."""
     if value is None and allow_empty:
         value = []
     if not isinstance(value, list):
@@ -99,8 +100,8 @@ def items(value: object, max_item_bytes: int, max_batch_bytes: int, compress: bo
     if len(value) > limit:
         raise _bad(f"{len(value)} items in one call, the limit is {limit}")
     out = identified(value)
-    ids = [str(item["id"]) for item in out]
-    return out, ids, [pack(data, 0, compress) for data in encode_items(out, max_item_bytes, max_batch_bytes, len(out))]
+    encoded = encode_items(out, options.max_item_bytes, options.max_batch_bytes, len(out))
+    return [str(item["id"]) for item in out], [pack(data, 0, options.compression) for data in encoded]
 
 
 def identified(value: list[Any]) -> list[Item]:
