@@ -423,7 +423,7 @@ def test_the_sync_conversation_store_and_item_session_wait_for_the_replica(pair:
     with SyncConversationStore.from_url(pair.master.url, key_prefix=prefix, replica_acks=1) as store:
         conv = store.create(items=[{"role": "user", "content": "hi"}])
         key = store.keys.conversation(conv.id)
-        assert pair.command(pair.replica, "HEXISTS", key, "c") == 1
+        assert pair.command(pair.replica, "HEXISTS", key, "h") == 1
     with SyncRedisSession.from_url("acked", url=pair.master.url, key_prefix=prefix, replica_acks=1) as session:
         session.add_items([{"role": "user", "content": "hi"}])
         assert pair.command(pair.replica, "LLEN", session.core._items_key) == 2  # the header and the item

@@ -25,7 +25,7 @@ def test_python_states_the_scripts_bounds() -> None:
 
 
 def test_every_script_that_uses_the_library_carries_it() -> None:
-    from redis_sessions.conversations.redis import SCRIPTS as CONVERSATIONS
+    from redis_sessions.conversations.store import SCRIPTS as CONVERSATIONS
     from redis_sessions.items.redis import SCRIPTS as ITEMS
     from redis_sessions.scripts import script
 

@@ -101,9 +101,9 @@ def scan_match(built: str, id_prefix: str = "") -> str:
 
 # -- how much a key holds ----------------------------------------------------------
 LIVE_REPLIES = {"thread": 5, "items": 3, "conversation": 1}
-CONVERSATION_EXISTS = "c"
-"""The field a conversation's hash holds while it exists (lua/conv_lib.lua): a deleted
-one loses it and keeps its key for 30 s, to answer a re-sent delete."""
+CONVERSATION_EXISTS = "h"
+"""The field a conversation's hash holds while it exists (its header, lua/conv_lib.lua): a
+deleted one loses it and keeps its key for 30 s, to answer a re-sent delete."""
 
 
 def queue_live(pipe: Any, key: Key) -> None:

@@ -313,6 +313,9 @@ class RedisResponseSessionStore:
         ``session.store.conflict``."""
         response_id, parent, expected, blob = self._check_save(session, expected_previous_response_id, overwrite)
         if self.conversations is not None and session.conversation_id is not None:
+            if overwrite:
+                raise SessionError(ErrorCode.INPUT_INVALID, "a conversation's response is not overwritten: its turn "
+                                   "is in the conversation already")
             await self._save_turn(session, response_id, expected, blob)
             return
         thread = await self._thread_for_save(response_id, parent)

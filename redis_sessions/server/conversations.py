@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 import msgspec
 
-from ..conversations.base import ConversationStore
+from ..conversations import ConversationStore
 from ..conversations.checks import MAX_ITEMS_PER_CALL
 from ..models import Item
 from .errors import ApiError
