@@ -12,9 +12,12 @@
 -- ring TOKENS_RETAIN_MS, for the re-sends, then goes.
 local key, id, token = KEYS[1], ARGV[1], ARGV[2]
 local got = redis.call('HMGET', key, 'h', 'ops', 'p:' .. id, 'e:' .. id)
-local hd = header(got[1])
-if hd == false or (hd == nil and (got[2] or got[3])) then return unsupported(key, got[1]) end
-if not hd then return 0 end  -- no thread: nothing to delete, nothing to remember
+if not got[1] then
+  if got[2] or got[3] then return unsupported(key, nil) end
+  return 0  -- no thread: nothing to delete, nothing to remember
+end
+local largest, books = header(got[1])
+if not largest then return unsupported(key, got[1]) end
 local done = token_find(got[2], token)
 if done then return done == 'D' and 1 or 0 end
 local parent = got[3]
@@ -23,7 +26,7 @@ local now = server_ms()
 redis.call('HSET', key, 'ops', token_push(got[2], token, parent and 'D' or 'N', now))
 if not parent then return 0 end
 redis.call('HDEL', key, 'd:' .. id, 'p:' .. id, 'e:' .. id, 'k:' .. id, 'l:' .. id)
-if hd.books and parent ~= '' then
+if books and parent ~= '' then
   local e = tonumber(got[4] or '')
   child_removed(key, parent, (e and e > 0) and e or now + tonumber(ARGV[3]))
 end

@@ -18,17 +18,16 @@
 local FORMAT = '1'
 local PRUNE, SWEEP_BYTES, SWEEP_COUNT, SWEEP_GAP_MS, COVER_STEPS = 8, 1048576, 1024, 1000, 256
 
--- The header's parts (nil: no header; false: another data format or unreadable).
+-- The header's parts: largest, books, cursor, next (as numbers, books a boolean), or nil
+-- when it is not one of this data format. Values, not a table: a save reads it every time.
 local function header(h)
-  if not h then return nil end
-  local v, largest, books, cursor, nxt = string.match(h, '^(%d+) (%d+) ([01]) (%d+) (%d+)$')
-  if v ~= FORMAT then return false end
-  return {largest = tonumber(largest), books = books == '1', cursor = cursor, nxt = tonumber(nxt)}
+  local largest, books, cursor, nxt = string.match(h, '^1 (%d+) ([01]) (%d+) (%d+)$')
+  if not largest then return nil end
+  return tonumber(largest), books == '1', cursor, tonumber(nxt)
 end
 
-local function header_text(hd)
-  return FORMAT .. ' ' .. hd.largest .. ' ' .. (hd.books and '1' or '0') .. ' ' .. hd.cursor .. ' '
-         .. string.format('%.0f', hd.nxt)
+local function header_text(largest, books, cursor, nxt)
+  return FORMAT .. ' ' .. largest .. ' ' .. (books and '1' or '0') .. ' ' .. cursor .. ' ' .. string.format('%.0f', nxt)
 end
 
 -- The refusal of a key this version does not read: another data format, or one from before
@@ -89,13 +88,14 @@ local function leaf_removed(key, id, deadline, now, budget)
   return gone
 end
 
--- One step of the sweep, when it is due: leaves past their deadline go, PRUNE at most.
--- ``ttl``: the save's TTL (ms): a pass of a thread whose TTL is short comes sooner.
--- Returns whether hd changed.
-local function sweep(key, hd, now, ttl)
-  if not hd.books or now < hd.nxt then return false end
-  local count = math.max(1, math.min(SWEEP_COUNT, math.floor(SWEEP_BYTES / math.max(hd.largest, 1))))
-  local page = redis.call('HSCAN', key, hd.cursor, 'MATCH', 'e:*', 'COUNT', count)
+-- One step of the sweep (the thread's header says where it goes on, and when it may next
+-- run): leaves past their deadline go, PRUNE at most; ``ttl``, the save's (ms): a pass of
+-- a thread whose TTL is short comes sooner. Returns the header's new cursor and next
+-- time, or nil when the sweep is not due.
+local function sweep(key, largest, cursor, nxt, now, ttl)
+  if now < nxt then return nil end
+  local count = math.max(1, math.min(SWEEP_COUNT, math.floor(SWEEP_BYTES / math.max(largest, 1))))
+  local page = redis.call('HSCAN', key, cursor, 'MATCH', 'e:*', 'COUNT', count)
   local gone, full = 0, false
   for i = 1, #page[2], 2 do
     local deadline = tonumber(page[2][i + 1])
@@ -104,11 +104,10 @@ local function sweep(key, hd, now, ttl)
       gone = gone + leaf_removed(key, string.sub(page[2][i], 3), deadline, now, PRUNE - gone)
     end
   end
-  if not full then hd.cursor = page[1] end
+  if not full then cursor = page[1] end
   -- work found, or a pass under way: go on with the next save; a pass done and clean: later
   local gap = (ttl > 0 and ttl < 16 * SWEEP_GAP_MS) and math.floor(ttl / 16) or SWEEP_GAP_MS
-  hd.nxt = (gone == 0 and page[1] == '0') and now + gap or now
-  return true
+  return cursor, (gone == 0 and page[1] == '0') and now + gap or now
 end
 
 -- The walk up from ``y`` for l: (see the top), to the first record whose l: lasts until
@@ -143,13 +142,17 @@ end
 
 -- A save's checks, all before its first write. A is the save's ARGV (lua/chain_save.lua).
 -- Returns the reply when there is nothing to write ('ok': done already; or a refusal),
--- else nil and what the writes need.
+-- else nil, the fields it read, and whether a record already under the id is a leaf.
 local function save_check(key, A)
   local id, parent, blob = A[1], A[2], A[6]
   local got = redis.call('HMGET', key, 'h', 'ops', 'p:' .. id, 'p:' .. parent, 'e:' .. parent, 'k:' .. parent,
                          'l:' .. parent)
-  local hd = header(got[1])
-  if hd == false or (hd == nil and (got[2] or got[3] or got[4])) then return unsupported(key, got[1]) end
+  local h = got[1]
+  if h then
+    if string.byte(h, 1) ~= 49 or string.byte(h, 2) ~= 32 then return unsupported(key, h) end  -- '1 '
+  elseif got[2] or got[3] or got[4] then
+    return unsupported(key, nil)  -- records without a header: from before the first data format
+  end
   local done = token_find(got[2], A[9])
   if done == false then return token_reused() end
   if done then return 'ok' end  -- this very call, already done (lua/tokens.lua)
@@ -175,20 +178,17 @@ local function save_check(key, A)
       if cur ~= '' then return redis.error_reply('RSDEEP ' .. parent) end
     end
   end
-  return nil, {hd = hd, ring = got[2], old = old, e = got[5], k = got[6], l = tonumber(got[7] or ''),
-               leaf = old and leaf_mark(redis.call('HGET', key, 'e:' .. id))}
+  return nil, got, old and leaf_mark(redis.call('HGET', key, 'e:' .. id))
 end
 
--- The save's locator cover (l:, see the top): the record's l: value (nil: none) and the
--- reply ('ok', or {'cover', where to go on from ('' done), need, far, ids to renew...}).
-local function save_cover(key, A, st, deadline, now)
-  local parent, ttl = A[2], tonumber(A[7])
-  local foreign = A[11] == '1'
-  if ttl == 0 or parent == '' or not (foreign or st.l) then return nil, 'ok' end
-  local far = now + 2 * ttl
-  local above, walked, renew, frontier = st.l, {}, {}, nil
-  if st.l and st.l < deadline then above, walked, renew, frontier = cover_walk(key, parent, deadline, far) end
-  local mine = foreign and far or nil
+-- The save's locator cover (l:, see the top), where its parent was minted elsewhere or has
+-- such ancestors (``above``: the parent's l:): the record's l: value and the reply ('ok',
+-- or {'cover', where to go on from ('' done), need, far, ids to renew...}).
+local function save_cover(key, A, above, deadline, now)
+  local far = now + 2 * tonumber(A[7])
+  local walked, renew, frontier = {}, {}, nil
+  if above and above < deadline then above, walked, renew, frontier = cover_walk(key, A[2], deadline, far) end
+  local mine = A[11] == '1' and far or nil
   if above == false then
     mine = 0  -- not covered yet: chain_cover.lua goes on, and the next save walks again
   else
@@ -199,33 +199,45 @@ local function save_cover(key, A, st, deadline, now)
   return mine, {'cover', frontier or '', string.format('%.0f', deadline), string.format('%.0f', far), unpack(renew)}
 end
 
--- The save's writes; nothing here can fail. Returns the script's reply.
-local function save_write(key, A, st)
+-- The save's writes (``got``: save_check's read; ``leaf``: the record under the id, if
+-- any, is a leaf); nothing here can fail. Returns the script's reply.
+local function save_write(key, A, got, leaf)
   local id, parent, blob, ttl = A[1], A[2], A[6], tonumber(A[7])
+  local h, old = got[1], got[3]
+  local largest, books, cursor, nxt = 0, A[10] == '1', '0', 0
+  if h then largest, books, cursor, nxt = header(h) end
+  local touched = not h or #blob > largest
+  if #blob > largest then largest = #blob end
   local now = server_ms()
-  local hd, touched = st.hd, false
-  if not hd then hd, touched = {largest = 0, books = A[10] == '1', cursor = '0', nxt = 0}, true end
-  if #blob > hd.largest then hd.largest, touched = #blob, true end
   local deadline = ttl > 0 and now + ttl or 0
-  local set, del = {'d:' .. id, blob, 'p:' .. id, parent, 'ops', token_push(st.ring, A[9], 'S', now)}, {}
-  local moved = st.old and st.old ~= parent
-  if hd.books then
+  local set = {'d:' .. id, blob, 'p:' .. id, parent, 'ops', token_push(got[2], A[9], 'S', now)}
+  local moved = old and old ~= parent
+  local gained = books and parent ~= '' and (not old or moved)  -- the parent gains a child
+  if books and (not old or leaf) then
     -- a new record is a leaf; one saved again stays what it was (a leaf needed from now)
-    if not st.old or st.leaf then set[#set + 1], set[#set + 2] = 'e:' .. id, string.format('%.0f', deadline) end
-    if parent ~= '' and (not st.old or moved) then child_added(parent, st.e, st.k, set, del) end
+    set[#set + 1], set[#set + 2] = 'e:' .. id, string.format('%.0f', deadline)
   end
-  local cover, reply = save_cover(key, A, st, deadline, now)
-  if cover then set[#set + 1], set[#set + 2] = 'l:' .. id, string.format('%.0f', cover) end
+  if gained and not leaf_mark(got[5]) then
+    set[#set + 1], set[#set + 2] = 'k:' .. parent, (tonumber(got[6] or '') or 1) + 1
+  end
+  local cover, reply = nil, 'ok'
+  if ttl > 0 and parent ~= '' and (A[11] == '1' or got[7]) then
+    cover, reply = save_cover(key, A, tonumber(got[7] or ''), deadline, now)
+    set[#set + 1], set[#set + 2] = 'l:' .. id, string.format('%.0f', cover)
+  end
   -- The HSET is the first write: a full server (maxmemory, noeviction) refuses a script's
   -- first write that may grow memory, and then nothing is written at all.
   redis.call('HSET', key, unpack(set))
-  if #del > 0 then redis.call('HDEL', key, unpack(del)) end
-  if moved and hd.books and st.old ~= '' then child_removed(key, st.old, deadline) end  -- its old parent lost it
-  if st.old and not cover then redis.call('HDEL', key, 'l:' .. id) end
+  if gained and leaf_mark(got[5]) then redis.call('HDEL', key, 'e:' .. parent) end  -- a leaf no more
+  if moved and books and old ~= '' then child_removed(key, old, deadline) end  -- its old parent lost it
+  if old and not cover then redis.call('HDEL', key, 'l:' .. id) end
   if ttl == 0 then redis.call('PERSIST', key)
-  elseif not st.hd then redis.call('PEXPIRE', key, ttl)
+  elseif not h then redis.call('PEXPIRE', key, ttl)
   else redis.call('PEXPIRE', key, ttl, 'GT') end  -- never shortened: no ancestor goes before a descendant
-  if sweep(key, hd, now, ttl) then touched = true end
-  if touched then redis.call('HSET', key, 'h', header_text(hd)) end
+  if books then
+    local swept, after = sweep(key, largest, cursor, nxt, now, ttl)
+    if swept then cursor, nxt, touched = swept, after, true end
+  end
+  if touched then redis.call('HSET', key, 'h', header_text(largest, books, cursor, nxt)) end
   return reply
 end

@@ -18,6 +18,6 @@
 -- parent) already stored is 'ok' too. Checks first, writes last: a refusal writes
 -- nothing, and nothing after the first write can fail. A key of another type fails the
 -- first read with WRONGTYPE, before any write.
-local reply, st = save_check(KEYS[1], ARGV)
+local reply, got, leaf = save_check(KEYS[1], ARGV)
 if reply then return reply end
-return save_write(KEYS[1], ARGV, st)
+return save_write(KEYS[1], ARGV, got, leaf)

@@ -11,12 +11,12 @@
 -- Every check of both keys comes before the first write. A save that finds itself
 -- already done (its token in the thread's ring, or the same record stored) answers 'ok'
 -- and appends nothing: the append happened with it.
-local reply, st = save_check(KEYS[1], ARGV)
+local reply, got, leaf = save_check(KEYS[1], ARGV)
 if reply then return reply end
 local n, had = append_check(KEYS[2], ARGV, 13)
 if not n then return had end
 -- writes
-save_write(KEYS[1], ARGV, st)  -- a conversation's response is a root: no locators to renew
+save_write(KEYS[1], ARGV, got, leaf)  -- a conversation's response is a root: no locators to renew
 append_write(KEYS[2], ARGV, 13, n, had, {})
 tombstones(KEYS[2], server_ms())  -- a turn drops old tombstones as an add does
 expire(KEYS[2], tonumber(ARGV[12]))

@@ -19,8 +19,9 @@
 local key, start = KEYS[1], ARGV[1]
 local limit, budget, steps = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local got = redis.call('HMGET', key, 'h', 'p:' .. start)
-local hd = header(got[1])
-if hd == false or (hd == nil and got[2]) then return unsupported(key, got[1]) end
+local largest, books = 0, false
+if got[1] then largest, books = header(got[1]) end
+if not largest or (not got[1] and got[2]) then return unsupported(key, got[1]) end
 if not got[2] then return {'missing', start, 'r'} end
 local ids, n, cur, seen = {start}, 1, got[2], {[start] = true}
 local status, detail = 'ok', ''
@@ -35,8 +36,8 @@ while cur ~= '' do
   ids[n] = cur
   cur = parent
 end
-local out = {status, detail, tostring(hd.largest)}
-if n * hd.largest <= budget and status ~= 'more' then
+local out = {status, detail, tostring(largest)}
+if n * largest <= budget and status ~= 'more' then
   local fields = {}
   for i = 1, n do fields[i] = 'd:' .. ids[i] end
   local records = redis.call('HMGET', key, unpack(fields))
@@ -51,7 +52,7 @@ end
 local slide = tonumber(ARGV[3])
 if slide > 0 then
   redis.call('PEXPIRE', key, slide, 'GT')
-  if hd.books then
+  if books then
     local e = redis.call('HGET', key, 'e:' .. start)
     local until_ = string.format('%.0f', server_ms() + slide)
     redis.call('HSET', key, 'e:' .. start, leaf_mark(e) and until_ or ('s' .. until_))
