@@ -49,15 +49,6 @@ local function leaf_mark(e)
   return e and string.byte(e, 1) ~= 115
 end
 
--- P (whose e: and k: fields are e and k) gained a child: its writes go into set and del.
-local function child_added(P, e, k, set, del)
-  if leaf_mark(e) then
-    del[#del + 1] = 'e:' .. P
-  else
-    set[#set + 1], set[#set + 2] = 'k:' .. P, (tonumber(k or '') or 1) + 1
-  end
-end
-
 -- P lost a child whose deadline was ``deadline``: P's new deadline when that left it a leaf
 -- (the later of the child's and its own sliding read's), else nil.
 local function child_removed(key, P, deadline)
