@@ -85,7 +85,7 @@ def record(rid: str, parent: str | None, i: int, size: int) -> StoredResponseSes
 
 
 def make_item(i: int) -> dict[str, Any]:
-    """A typical assistant message, about 300 bytes as JSON (as benchmarks/bench_items.py)."""
+    """A typical assistant message, about 300 bytes as JSON."""
     return {"id": f"msg_{i:08d}", "type": "message", "role": "assistant", "status": "completed",
             "content": [{"type": "output_text", "annotations": [], "logprobs": [],
                          "text": f"Answer {i}: the weather in Paris is sunny with a light breeze, 21 degrees."}]}

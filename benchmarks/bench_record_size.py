@@ -8,7 +8,7 @@ For item sessions: ``add_items`` of one item of that size, or of a batch of item
 1 MiB adding up to it, and ``get_items`` of the session then.
 
 A save is one script, and every string that enters Redis's Lua is hashed byte by byte
-(about 1.4 us of server time per KB), so a save holds the server in proportion to its
+(bench_lua_costs.py), so a save holds the server in proportion to its
 record's bytes; a read by plain ``HGET``/``HMGET`` only copies them. Three calls per size,
 the least and the most shown. The server is private unless ``--url`` is given; its
 ``proto-max-bulk-len`` must allow the largest argument (512 MiB by default).

@@ -52,7 +52,7 @@ end
 -- ring with tok's write (at server time now_ms) as the newest entry. Entries past the
 -- retention go, oldest first; when the bound would be passed, the oldest go until a
 -- quarter of it is free, so most writes only append (every string a script makes costs
--- Redis 7.0 about 1.4 us per KB). A ring that does not parse (from before) is dropped.
+-- Redis time per KB: docs/benchmarks.md#unit-costs). A ring that does not parse is dropped.
 local function token_push(ring, tok, outcome, now_ms)
   local now = math.floor(now_ms / 1000)
   local entry = string.format('%010.0f', now) .. tok .. ' ' .. outcome .. '\n'

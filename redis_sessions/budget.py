@@ -134,8 +134,8 @@ class _Watchdog:
     that cancels each call past its deadline.
 
     A per-call timer (``asyncio.timeout``) costs a heap push and a cancelled
-    handle per call, measured at 5-8 µs, about 5% of a call on loopback; a
-    deadline in a dict costs well under 1 µs, at the price of up to
+    handle per call, a few percent of a call on loopback; a deadline in a
+    dict costs a small fraction of that, at the price of up to
     ``WATCH_TICK`` of lateness. A call's whole cost here is one clock read and
     a dict entry made and removed: the deadline is a bare float, and only a call
     past it is noted (in ``expired``), by the tick. The loop is held weakly: the

@@ -92,8 +92,8 @@ _item_decoder = msgspec.msgpack.Decoder(Item)
 
 class _Contexts(threading.local):
     """zstd contexts per thread, a pair without the dictionary and a pair with it (a context
-    is not safe to share between threads; making one per call costs about 20 us, reusing it
-    nothing)."""
+    is not safe to share between threads, and making one per call costs more than the
+    decompression itself: docs/benchmarks.md#unit-costs)."""
 
     def __init__(self) -> None:
         self.compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=True, write_checksum=True)
@@ -189,8 +189,8 @@ _NESTED = tuple((path, name) for path, struct in (("", StoredResponseSession), (
 # bytes (in strings, say) may be among them too, so counting them bounds the depth.
 _CONTAINER_HEADERS = bytes(range(0x80, 0xA0)) + bytes(range(0xDC, 0xE0))
 _SCAN_BELOW = 4096
-"""Records shorter than this are scanned for container headers (about 0.5 ns a byte)
-before the field-by-field walk (about 3 us for a gateway's record, whatever its size)."""
+"""Records shorter than this are scanned for container headers, which is cheaper than the
+field-by-field walk below this size (the walk costs the same whatever the record's size)."""
 
 
 def _check_nesting(session: StoredResponseSession) -> None:
@@ -207,8 +207,7 @@ def _check_nesting(session: StoredResponseSession) -> None:
 def _shallow(kind: Any) -> Any:
     """``kind`` with every ``Any`` a ``msgspec.Raw``: decoding to it checks every typed
     field (ids, numbers, items as dicts with string keys) and skips the free-form values
-    inside items, without building them (about 0.9 us for a 20 KB record, against 2 to 10
-    for a full decode). Made from the stored types, so it cannot drift from them."""
+    inside items, without building them (a fraction of a full decode's time). Made from the stored types, so it cannot drift from them."""
     if kind is Any:
         return msgspec.Raw
     if isinstance(kind, type) and issubclass(kind, msgspec.Struct):

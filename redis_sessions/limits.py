@@ -4,9 +4,9 @@ each other: what more than one of them needs lives here, in :mod:`.codec`, or in
 :mod:`.tokens`.
 
 Each byte bound is where a call stays within 5 ms of Redis 7.0's time: a script is
-handed its arguments whole, and Redis's Lua hashes every byte of each (about 1.2 us
-per KB, ``benchmarks/bench_save_parts.py``), so 1 MiB of arguments costs about
-1.2 ms before the script's first line and 4 MiB about 5 ms.
+handed its arguments whole, and Redis's Lua hashes every byte of each, at a cost per KB
+(docs/benchmarks.md#unit-costs) that puts 4 MiB of arguments near 5 ms before the script's first
+line.
 """
 
 from __future__ import annotations

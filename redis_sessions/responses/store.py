@@ -46,8 +46,8 @@ from .chain import build_snapshot, check_walk, decode_chain, linked, request_inp
 INLINE_BYTES = 8192
 """A chain whose records (each counted at the thread's largest) total at most this comes
 back inside the walk's reply, in one round trip. Redis's Lua copies every byte it hands
-back (about 1.4 us of server time per KB), while a second request costs the caller a
-round trip: past a few KB the copy would cost the shard more than the trip saves."""
+back (docs/benchmarks.md#unit-costs), while a second request costs the caller a round trip:
+past a few KB the copy would cost the shard more than the trip saves."""
 WALK_STEPS = 256
 """Pointers one walk call reads at most, so no call holds the shard long; a longer chain
 takes one call per 256."""
