@@ -3,22 +3,26 @@
 -- written after the purge planned its deletions is kept.
 -- KEYS[1] a key of the prefix   ARGV[1] the idle window in ms   ARGV[2] '1' delete, '0' judge only
 -- Returns {verdict, idle ms}: 'idle' (deleted if asked), 'active' (last written
--- within the window), 'unrecorded' (the key records no last write: kept), 'gone'.
+-- within the window), 'unrecorded' (the key records no last write this version reads:
+-- kept), 'gone'.
 --
--- Idle time is only ever what the key itself records: the newest entry of a thread's or
--- a conversation's token ring (lua/tokens.lua: every write pushes one), the server time of
--- its last write, against TIME on the same node. Nothing
--- else proves a key idle: its TTL was set by whichever writer came last, with that
--- writer's TTL; OBJECT IDLETIME is an error under an LFU policy and is not updated
--- while a fork (BGSAVE, AOF rewrite, a replica's sync) runs, so a key written then
--- looks as old as its previous access.
+-- Idle time is only ever what the key itself records: the newest entry of its token ring
+-- (lua/tokens.lua: every write of a thread or a conversation pushes one), against TIME on
+-- the same node. The ring keeps whole seconds, so a write is taken to have been made at
+-- the end of its second: never later than it was. A hash without a header 'h' of data
+-- format 1 (docs/key-layout.md: another format, none, or a deleted conversation, which
+-- goes by itself 30 s later) is not read. Nothing else proves a key idle: its TTL
+-- was set by whichever writer came last, with that writer's TTL; OBJECT IDLETIME is an
+-- error under an LFU policy and is not updated while a fork (BGSAVE, AOF rewrite, a
+-- replica's sync) runs, so a key written then looks as old as its previous access.
 local key = KEYS[1]
 local kind = redis.call('TYPE', key)['ok']
 if kind == 'none' then return {'gone', -1} end
 local at = nil
 if kind == 'hash' then
-  local s = token_newest_s(redis.call('HGET', key, 'ops'))
-  if s then at = s * 1000 end
+  local got = redis.call('HMGET', key, 'h', 'ops')
+  local s = got[1] and string.sub(got[1], 1, 2) == '1 ' and token_newest_s(got[2])
+  if s then at = (s + 1) * 1000 end
 end
 if not at then return {'unrecorded', -1} end
 local now = redis.call('TIME')

@@ -205,7 +205,7 @@ def test_stats(seeded: Seeded) -> None:
     assert stats["responses"] == 4 and stats["threads"] == 2
     assert stats["item_sessions"] == 1 and stats["items"] == 5
     assert stats["locators"] == 1 and stats["other_keys"] == 1  # prefix:{x}:future; never prefix:unrelated
-    assert stats["wrong_type"] == {} and stats["failed"] == {}
+    assert stats["wrong_type"] == {} and stats["unsupported"] == {} and stats["failed"] == {}
     assert stats["ttl"]["threads"]["<1h"] == 2 and stats["no_ttl"]["responses"] == 0
     assert stats["memory"]["estimated_bytes"] > 0
     human = cli("stats", *seeded.args())
@@ -236,29 +236,44 @@ async def test_purge_refuses_without_yes_when_not_a_tty(seeded: Seeded) -> None:
 
 
 async def test_purge_all(seeded: Seeded) -> None:
+    """Every key of the layout goes; a key under the prefix in no layout of this version
+    (an old item-session metadata hash) and an old-layout locator (outside '<prefix>:{',
+    so possibly another prefix's) are never deleted by guess."""
     client = client_for(seeded.url)
-    try:  # the metadata hash an item session had in the old two-key layout: still the prefix's own
-        await client.hset(KeySpace(seeded.prefix).session_meta("old"), "v", 1)
+    try:
+        tag = (await client.get(KeySpace(seeded.prefix).locator(seeded.foreign))).decode()
+        await client.set(f"{seeded.prefix}:loc:{seeded.foreign}", tag)
+        await client.hset(f"{seeded.prefix}:{{s:old}}:meta", "v", 1)
     finally:
         await client.aclose()
     result = ok_json("purge", "--yes", *seeded.args())
-    # 2 threads, 1 locator, the item session's one key, the old-layout meta hash
-    assert result["deleted_keys"] == 5 and result["other_keys_left"] == 1
-    assert result["by_kind"] == {"thread": 2, "locator": 1, "items": 1, "meta": 1}
+    # 2 threads, 1 locator, the item session's one key
+    assert result["deleted_keys"] == 4 and result["other_keys_left"] == 2
+    assert result["by_kind"] == {"thread": 2, "locator": 1, "items": 1}
     left = sorted(k.decode() for k in await _keys(seeded.url, f"{seeded.prefix}*"))
-    assert left == sorted([f"{seeded.prefix}:unrelated", f"{seeded.prefix}x:{{t}}:chain", f"{seeded.prefix}:{{x}}:future"])
+    assert left == sorted([f"{seeded.prefix}:unrelated", f"{seeded.prefix}x:{{t}}:chain", f"{seeded.prefix}:{{x}}:future",
+                           f"{seeded.prefix}:loc:{seeded.foreign}", f"{seeded.prefix}:{{s:old}}:meta"])
+
+
+def now_s() -> int:
+    return int(time.time())
+
+
+def ring(written_s: int) -> str:
+    """A token ring (lua/tokens.lua) whose newest write was made at ``written_s`` (unix s)."""
+    return f"{written_s:010d}{'0' * 16} S\n"
 
 
 async def test_purge_idle(seeded: Seeded) -> None:
     ks = KeySpace(seeded.prefix)
     client = client_for(seeded.url)
-    try:  # the minted thread records a last write 50 minutes ago
-        await client.hset(ks.thread(seeded.ids[0].split("_")[1]), KeySpace.LAST_WRITE_FIELD, now_ms() - 3000_000)
+    try:  # the minted thread's last write, as its ring records it, was 50 minutes ago
+        await client.hset(ks.thread(seeded.ids[0].split("_")[1]), "ops", ring(now_s() - 3000))
     finally:
         await client.aclose()
     result = ok_json("purge", "--yes", "--idle-older-than", "1800", *seeded.args())
     assert result["by_kind"] == {"thread": 1}
-    # the foreign thread and the session: written seconds ago, or recording no last write
+    # the foreign thread was written seconds ago; the item session records no write this version reads
     assert result["kept_active"] + result["kept_unrecorded"] == 2 and result["kept_locators"] == 1
     assert_one_line_error(cli("show", seeded.ids[0], *seeded.args()))
     assert ok_json("show", seeded.foreign, *seeded.args())["record"]["id"] == seeded.foreign
@@ -266,7 +281,7 @@ async def test_purge_idle(seeded: Seeded) -> None:
 
 async def test_stats_and_purge_know_conversations(url: str) -> None:
     """A conversation's hash is a key of the prefix: counted by stats, deleted by a plain
-    purge, kept by an idle purge (it records no last write)."""
+    purge, kept by an idle purge (its ring records a write seconds ago)."""
     from redis_sessions.conversations import RedisConversationStore
 
     prefix = f"cli{uuid.uuid4().hex[:8]}"
@@ -280,8 +295,9 @@ async def test_stats_and_purge_know_conversations(url: str) -> None:
         stats = ok_json("stats", *args)
         assert (stats["conversations"], stats["threads"], stats["responses"], stats["locators"]) == (1, 1, 1, 1)
         assert stats["other_keys"] == 0 and stats["ttl"]["conversations"]["<1h"] == 1
+        assert run_list("threads", args) == [f"c:{conv.id}"] and run_list("conversations", args) == [conv.id]
         kept = ok_json("purge", "--yes", "--idle-older-than", "1800", *args)
-        assert kept["by_kind"] == {} and kept["kept_unrecorded"] == 1 and kept["kept_active"] == 1
+        assert kept["by_kind"] == {} and kept["kept_active"] == 2 and kept["kept_locators"] == 1
         gone = ok_json("purge", "--yes", *args)
         assert gone["by_kind"] == {"conversation": 1, "thread": 1, "locator": 1}
         assert await _keys(url, f"{prefix}*") == []
@@ -290,34 +306,57 @@ async def test_stats_and_purge_know_conversations(url: str) -> None:
         await conversations.close()
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
+def run_list(kind: str, args: list[str]) -> list[str]:
+    ids: list[str] = ok_json("list", kind, *args)["ids"]
+    return ids
 
 
 @pytest.mark.real
 async def test_purge_rechecks_idleness_when_it_deletes(redis_server: Any) -> None:
     """A key written to between the purge's plan and its delete must be kept; a key
-    that records no last write is never idle, whatever its TTL."""
+    that records no last write is never idle, whatever its TTL, and neither is a key of
+    another data format."""
     from redis_sessions.cli.keyscan import Key, pipelined
     from redis_sessions.cli.purge import _judge
 
     client = Redis.from_url(redis_server.url)
     ks = KeySpace(f"idle{uuid.uuid4().hex[:8]}")
-    idle, fresh, unrecorded, string = (ks.thread(t) for t in ("a" * 16, "b" * 16, "c" * 16, "d" * 16))
-    await client.hset(idle, mapping={"d:x": 1, "w": now_ms() - 2_000_000})
-    await client.hset(fresh, mapping={"d:x": 1, "w": now_ms()})  # written after planning
-    await client.hset(unrecorded, "d:x", 1)
+    idle, fresh, unrecorded, later, bare, string = (ks.thread(t * 16) for t in "abcdef")
+    await client.hset(idle, mapping={"h": "1 10 0 0 0", "d:x": 1, "ops": ring(now_s() - 2_000)})
+    await client.hset(fresh, mapping={"h": "1 10 0 0 0", "d:x": 1, "ops": ring(now_s())})  # written after planning
+    await client.hset(unrecorded, mapping={"h": "1 10 0 0 0", "d:x": 1})
     await client.pexpire(unrecorded, 1_000)  # nearly out of TTL: still not provably idle
+    await client.hset(later, mapping={"h": "2 10 0 0 0", "d:x": 1, "ops": ring(now_s() - 2_000)})  # data format 2
+    await client.hset(bare, mapping={"d:x": 1, "ops": ring(now_s() - 2_000)})  # no header: before format 1
     await client.set(string, 1)
-    keys = [Key(k, "thread", "") for k in (idle, fresh, unrecorded, string, ks.thread("e" * 16))]
+    keys = [Key(k, "thread", "") for k in (idle, fresh, unrecorded, later, bare, string, ks.thread("9" * 16))]
+    verdicts = [b"idle", b"active", b"unrecorded", b"unrecorded", b"unrecorded", b"unrecorded", b"gone"]
     judged = await pipelined(client, keys, _judge(1_800_000, False), 1)
-    assert [d[0][0] for d in judged] == [b"idle", b"active", b"unrecorded", b"unrecorded", b"gone"]
+    assert [d[0][0] for d in judged] == verdicts
     assert await client.exists(idle) == 1  # judging deletes nothing
     done = await pipelined(client, keys, _judge(1_800_000, True), 1)
-    assert [d[0][0] for d in done] == [b"idle", b"active", b"unrecorded", b"unrecorded", b"gone"]
-    assert await client.exists(idle, fresh, string) == 2
-    await client.delete(fresh, string, unrecorded)
+    assert [d[0][0] for d in done] == verdicts
+    assert await client.exists(idle, fresh, later, bare, string) == 4
+    await client.delete(fresh, string, unrecorded, later, bare)
     await client.aclose()
+
+
+async def test_a_write_counts_as_made_at_the_end_of_its_second(clocked: Any) -> None:
+    """The ring keeps whole seconds: a thread written 0.3 s ago, late in a second, is
+    active for a window of 0.5 s, and idle for it once 1.3 s have passed."""
+    from redis_sessions.cli.keyscan import Key, pipelined
+    from redis_sessions.cli.purge import _judge
+
+    store = RedisResponseSessionStore(clocked.client, key_prefix=clocked.prefix)
+    clocked.clock.now = 1_700_000_000.9
+    rid = await store.new_response_id()
+    await store.save(turn(rid, None, "late in its second"))
+    key = Key(store.keys.thread(rid.split("_")[1]), "thread", "")
+    clocked.clock.advance(0.3)
+    assert (await pipelined(clocked.client, [key], _judge(500, True), 1))[0][0][0] == b"active"
+    clocked.clock.advance(1.0)
+    assert (await pipelined(clocked.client, [key], _judge(500, True), 1))[0][0][0] == b"idle"
+    assert await store.get(rid) is None
 
 
 # -- errors --------------------------------------------------------------------

@@ -135,7 +135,7 @@ async def test_the_production_example_runs_through_the_cli(tls_acl: dict[str, st
 
     stats = run_json("stats", env=tls_acl)
     assert stats["responses"] == 1 and stats["item_sessions"] == 1 and stats["conversations"] == 1
-    assert stats["failed"] == {} and stats["url"].startswith("rediss://gateway@localhost:")
+    assert stats["failed"] == {} and "localhost" not in json.dumps(stats)  # no output names a host
     assert run_json("list", "threads", env=tls_acl)["ids"] == [rid.split("_")[1]]
     assert run_json("list", "responses", env=tls_acl)["ids"] == [rid]
     assert run_json("show", rid, env=tls_acl)["record"]["id"] == rid

@@ -4,8 +4,9 @@ run as a subprocess against real servers.
 - idleness is what each key records (its last write), so nothing written within
   the idle window is deleted, whatever its TTL; the ``--help`` example keeps the
   demo's fresh data;
-- no key of another prefix is read, counted or deleted (``t`` and ``t:loc``), and
-  old-layout locators are deleted only where purge proves they are its own;
+- no key of another prefix is read, counted or deleted (``t`` and ``t:loc``), nor any
+  key outside this data format's layout (old-layout locators, ``<prefix>:loc:<id>``);
+  keys of the layout in another data format are counted as unsupported, never read;
 - a purge that keeps a thread keeps that thread's locators;
 - no output shows the URL's password;
 - per-key errors (an ACL's ``NOPERM``) fail the command with a count;
@@ -30,7 +31,7 @@ import pytest
 import redis as sync_redis
 
 from faultservers import FaultServer, fault_servers  # noqa: F401 - fixture
-from redis_sessions import RedisResponseSessionStore
+from redis_sessions import RedisResponseSessionStore, SyncResponseSessionStore
 from redis_sessions.cli import EPILOG
 from redis_sessions.items import RedisSession
 from redis_sessions.keys import KeySpace
@@ -41,8 +42,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.real]
 DAY = 86400
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
+def now_s() -> int:
+    return int(time.time())
+
+
+def ring(written_s: int) -> str:
+    """A token ring (lua/tokens.lua) whose newest write was made at ``written_s`` (unix s)."""
+    return f"{written_s:010d}{'0' * 16} S\n"
 
 
 def fresh_prefix() -> str:
@@ -141,15 +147,15 @@ async def test_nothing_written_within_the_idle_window_is_deleted(url: str) -> No
     client = client_for(url)
     try:
         await client.pexpire(keys["foreign_thread"], 30_000)  # a TTL nearly out says nothing about writes
-        await client.hset(keys["thread"], KeySpace.LAST_WRITE_FIELD, now_ms())  # written now, on record
+        await client.hset(keys["thread"], "ops", ring(now_s()))  # written now, on record
         await client.pexpire(keys["thread"], 60_000)
     finally:
         await client.aclose()
     before = await all_values(url, f"{prefix}:*")
     result, _ = run_json("purge", "--idle-older-than", "3600", "--yes", "--url", url, "--prefix", prefix)
     assert result["deleted_keys"] == 0 and result["by_kind"] == {}
-    # the session records no write; the foreign thread records none, or one seconds ago
-    assert result["kept_active"] >= 1 and result["kept_active"] + result["kept_unrecorded"] == 3
+    # the threads record writes seconds ago; the session none this version reads
+    assert result["kept_active"] == 2 and result["kept_active"] + result["kept_unrecorded"] == 3
     assert result["kept_locators"] == 2
     assert await all_values(url, f"{prefix}:*") == before
 
@@ -159,7 +165,7 @@ async def test_a_thread_that_records_an_old_last_write_goes_with_its_locators(ur
     keys = await seed(url, prefix)
     client = client_for(url)
     try:
-        await client.hset(keys["foreign_thread"], KeySpace.LAST_WRITE_FIELD, now_ms() - 2 * 3600_000)
+        await client.hset(keys["foreign_thread"], "ops", ring(now_s() - 2 * 3600))
     finally:
         await client.aclose()
     result, _ = run_json("purge", "--idle-older-than", "3600", "--yes", "--url", url, "--prefix", prefix)
@@ -191,11 +197,14 @@ async def test_a_purge_that_keeps_a_thread_keeps_its_locators(redis_server: Any)
     prefix = fresh_prefix()
     keys = await seed(redis_server.url, prefix)
     with sync_redis.Redis.from_url(redis_server.url) as r:
-        r.hset(keys["foreign_thread"], KeySpace.LAST_WRITE_FIELD, now_ms() - 2 * 3600_000)
+        r.hset(keys["foreign_thread"], "ops", ring(now_s() - 2 * 3600))
 
     def write_to_it() -> None:
-        with sync_redis.Redis.from_url(redis_server.url) as r:
-            r.hset(keys["foreign_thread"], KeySpace.LAST_WRITE_FIELD, now_ms())
+        store = SyncResponseSessionStore.from_url(redis_server.url, key_prefix=prefix)
+        try:
+            store.save(turn("ext-later", "ext-child", "written while purge asked"))
+        finally:
+            store.close()
 
     code, out, err = interactive(["purge", "--idle-older-than", "3600", "--url", redis_server.url,
                                   "--prefix", prefix, "--json"], write_to_it)
@@ -203,7 +212,7 @@ async def test_a_purge_that_keeps_a_thread_keeps_its_locators(redis_server: Any)
     assert "delete 3 keys (2 locators, 1 thread)" in err
     result = json.loads(out)
     assert result["deleted_keys"] == 0 and result["kept_active"] >= 1 and result["kept_locators"] == 2
-    for rid in ("ext-root", "ext-child"):
+    for rid in ("ext-root", "ext-child", "ext-later"):
         shown, _ = run_json("show", rid, "--url", redis_server.url, "--prefix", prefix)
         assert shown["record"]["id"] == rid
 
@@ -225,7 +234,7 @@ async def test_a_prefix_never_touches_another_whose_name_starts_alike(url: str) 
     others = {**await all_values(url, f"{base}:loc:*"), **await all_values(url, f"{base}:x:*")}
     stats, _ = run_json("stats", "--url", url, "--prefix", base)
     assert stats["threads"] == 3 and stats["locators"] == 3 and stats["item_sessions"] == 1
-    assert stats["other_keys"] == 0 and stats["old_locators_unproven"] == 0
+    assert stats["other_keys"] == 0 and stats["unsupported"] == {}
     assert run_json("delete", "loc:x", "--url", url, "--prefix", base)[0] == {"deleted": "loc:x"}
     result, _ = run_json("purge", "--yes", "--url", url, "--prefix", base)
     # the deleted loc:x keeps a ring-only thread for a few minutes (a re-sent delete answers alike)
@@ -236,25 +245,41 @@ async def test_a_prefix_never_touches_another_whose_name_starts_alike(url: str) 
     assert shown["record"]["id"] == "x"
 
 
-async def test_old_layout_locators_are_deleted_only_where_proven(redis_server: Any) -> None:
-    prefix = fresh_prefix()
-    keys = await seed(redis_server.url, prefix)
-    tag = keys["foreign_thread"].split("{")[1].split("}")[0]
+async def test_keys_this_version_cannot_read_are_counted_apart_and_never_judged(redis_server: Any) -> None:
+    """Keys of the layout in another data format, or in none (written before format 1):
+    stats counts them as unsupported and reads no further, list leaves them out, an
+    idle purge keeps them whatever their ring says, and only a full purge deletes them.
+    A key outside the layout (an old-layout locator '<prefix>:loc:<id>', which another
+    prefix's key could look like, or an old metadata hash) is never counted or deleted."""
+    prefix, url = fresh_prefix(), redis_server.url
+    keys = await seed(url, prefix)
     ks = KeySpace(prefix)
-    with sync_redis.Redis.from_url(redis_server.url) as r:
-        r.rename(ks.locator("ext-child"), f"{prefix}:loc:ext-child")  # as the old version wrote it
-        r.set(f"{prefix}:loc:ext-gone", tag)  # its record is not in that thread: not provably ours
-        r.set(f"{prefix}:loc:junk", "not a thread tag")
-        r.hset(f"{prefix}:loc:a-hash", "f", 1)  # someone else's key of another type
-        r.set(f"{prefix}:loc:loc:y", tag)  # also prefix '<prefix>:loc''s old locator of 'y': nobody's
-    shown, _ = run_json("show", "ext-child", "--url", redis_server.url, "--prefix", prefix)
-    assert shown["key"] == keys["foreign_thread"]
-    stats, _ = run_json("stats", "--url", redis_server.url, "--prefix", prefix)
-    assert stats["locators"] == 2 and stats["old_locators_unproven"] == 3 and stats["failed"] == {}
-    result, _ = run_json("purge", "--yes", "--url", redis_server.url, "--prefix", prefix)
-    assert result["by_kind"] == {"thread": 2, "locator": 2, "items": 1} and result["old_locators_left"] == 3
-    left = set(await all_values(redis_server.url, f"{prefix}:*"))
-    assert left == {f"{prefix}:loc:{k}".encode() for k in ("ext-gone", "junk", "a-hash", "loc:y")}
+    tag = keys["foreign_thread"].split("{")[1].split("}")[0]
+    old = [f"{prefix}:loc:ext-child", f"{prefix}:{{s:s-1}}:meta"]
+    unread = [ks.thread("0" * 16), ks.thread("1" * 16), ks.conversation("conv_2"), ks.session_items("bare")]
+    with sync_redis.Redis.from_url(url) as r:
+        r.set(old[0], tag)
+        r.hset(old[1], "v", 1)
+        r.hset(unread[0], mapping={"d:x": b"r", "p:x": b"", "ops": ring(now_s() - DAY)})  # records without a header
+        r.hset(unread[1], mapping={"h": "2 1 0 0 0", "d:x": b"r", "p:x": b"", "ops": ring(now_s() - DAY)})
+        r.hset(unread[2], mapping={"h": "2 0 0 0 0 0", "ops": ring(now_s() - DAY)})
+        r.rpush(unread[3], b"\x81\xa4type\xa7message")  # items without a header
+    args = ["--url", url, "--prefix", prefix]
+    stats, _ = run_json("stats", *args)
+    assert (stats["threads"], stats["responses"], stats["conversations"], stats["item_sessions"]) == (2, 3, 0, 1)
+    assert {k: v["count"] for k, v in stats["unsupported"].items()} == {"thread": 2, "conversation": 1, "items": 1}
+    assert set(stats["unsupported"]["thread"]["examples"]) == set(unread[:2])
+    assert stats["keys"] == 10 and stats["other_keys"] == 1 and stats["locators"] == 2 and stats["failed"] == {}
+    human = cli("stats", *args).stdout
+    assert f"  unsupported: {unread[0]}\n" in human and f"  unsupported: {unread[3]}\n" in human
+    listed, _ = run_json("list", "threads", *args)
+    assert sorted(listed["ids"]) == sorted([keys["thread"].split("{")[1][:-7], tag])
+    idle, _ = run_json("purge", "--idle-older-than", "3600", "--yes", *args)
+    assert idle["deleted_keys"] == 0 and idle["kept_active"] + idle["kept_unrecorded"] == 7
+    assert set(unread) <= {k.decode() for k in await all_values(url, f"{prefix}:*")}
+    full, _ = run_json("purge", "--yes", *args)
+    assert full["deleted_keys"] == 9 and full["other_keys_left"] == 1
+    assert {k.decode() for k in await all_values(url, f"{prefix}:*")} == set(old)
 
 
 # -- credentials ----------------------------------------------------------------------
@@ -290,9 +315,11 @@ async def test_no_output_shows_the_password(fault_servers: Callable[..., FaultSe
     for result in runs:
         assert_no_secret(result)
     assert runs[0].returncode == 0 and runs[-1].returncode == 0 and runs[-2].returncode == 0
-    assert "session.backend.denied" in runs[9].stderr and ":***@" in runs[4].stdout
+    assert "session.backend.denied" in runs[9].stderr and "responses" in runs[4].stdout
+    for result in runs[:9] + runs[12:]:  # nor a host name: only the errors of an unreachable server name it
+        assert "127.0.0.1" not in result.stdout + result.stderr, result
     prompt = interactive(["purge", *args], lambda: None, b"n\n")
-    assert prompt[0] == 0 and ":***@" in prompt[2] and "purge cancelled: nothing was deleted" in prompt[2]
+    assert prompt[0] == 0 and "purge cancelled: nothing was deleted" in prompt[2] and "127.0.0.1" not in prompt[2]
     assert_no_secret(prompt)
     assert_no_secret(cli("purge", "--yes", *args, "--json"))
 
@@ -407,11 +434,13 @@ async def test_a_standalone_url_to_a_cluster_node_is_refused(redis_cluster: Any)
     assert await all_values(redis_cluster.url, f"{prefix}:*") == before
 
 
+@pytest.mark.parametrize("idle_ms", [None, 0])
 async def test_a_locator_is_put_back_if_a_save_lands_while_purge_deletes_it(
-        redis_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        redis_server: Any, monkeypatch: pytest.MonkeyPatch, idle_ms: int | None) -> None:
     """Purge sees the thread gone and deletes the locator; a save of that id lands in
     between (its SET NX found the old locator and left it). Purge looks again and
-    points the locator back, as the store's own delete does."""
+    points the locator back, as the store's own delete does, in a full purge and in
+    an idle one."""
     from redis.asyncio import Redis
 
     from redis_sessions.cli import purge
@@ -427,16 +456,15 @@ async def test_a_locator_is_put_back_if_a_save_lands_while_purge_deletes_it(
 
     async def pipelined(c: Any, keys: Any, queue: Any, per_key: Any, on_done: Any = None, where: str = "") -> Any:
         done = await real(c, keys, queue, per_key, on_done, where)
-        if where == "UNLINK":  # the racing save's script, right after the locator went
+        if where == "UNLINK" and keys:  # the racing save's script, right after the locator went
             await client.hset(ks.thread(tag), mapping={"d:ext-x": b"r", "p:ext-x": b""})
             await client.pexpire(ks.thread(tag), 60_000)
         return done
 
     monkeypatch.setattr(purge, "pipelined", pipelined)
     plan = purge.Plan(locators=[(Key(ks.locator("ext-x"), "locator", "ext-x"), ks.thread(tag))])
-    deleted = await purge._delete_locators(client, Target(settings(redis_server.url, prefix)), plan, False,
-                                           lambda n: None)
-    assert deleted == 0 and len(plan.failures) == 0
+    deleted = await purge._delete(client, Target(settings(redis_server.url, prefix)), plan, idle_ms, lambda n: None)
+    assert deleted == {} and len(plan.failures) == 0
     assert await client.get(ks.locator("ext-x")) == tag.encode()
     assert 0 < await client.pttl(ks.locator("ext-x")) <= 60_000
     await client.delete(ks.locator("ext-x"), ks.thread(tag))
@@ -444,14 +472,15 @@ async def test_a_locator_is_put_back_if_a_save_lands_while_purge_deletes_it(
 
 
 async def test_threads_the_store_wrote_go_once_idle_and_not_before(url: str) -> None:
-    """Saves stamp their thread with the server's time (``w``): no hand-set stamp here.
-    Idle for 1 s: the threads go with their locators; the item session, which records
-    no write, stays (counted)."""
+    """Saves leave the server's time in their thread's token ring: no hand-set ring here.
+    The ring keeps whole seconds and a write counts as made at the end of its second, so
+    after 2.1 s the threads are idle for a window of 1 s, and go with their locators; the
+    item session, which records no write this version reads, stays (counted)."""
     prefix = fresh_prefix()
     keys = await seed(url, prefix)
     kept, _ = run_json("purge", "--idle-older-than", "60", "--yes", "--url", url, "--prefix", prefix)
     assert kept["deleted_keys"] == 0 and kept["kept_active"] == 2
-    time.sleep(1.2)
+    time.sleep(2.1)
     gone, _ = run_json("purge", "--idle-older-than", "1", "--yes", "--url", url, "--prefix", prefix)
     assert gone["by_kind"].get("thread") == 2 and gone["kept_unrecorded"] == 1
     client = client_for(url)

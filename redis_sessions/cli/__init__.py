@@ -189,9 +189,10 @@ thread's ids in HSCAN batches, and its cursor can stop inside a thread."""
 STATS_HELP = """\
 Count what a prefix holds, found with SCAN on every primary: responses and
 threads, item sessions and their items, conversations, locators; memory (an
-estimate from sampled MEMORY USAGE), TTLs, and keys of this layout that hold
-another Redis type. Counts are of live things: a deleted conversation, and a
-thread or item session emptied of everything, keep their key for a while to
+estimate from sampled MEMORY USAGE), TTLs; keys of this layout that hold
+another Redis type, and keys in another data format than this version reads
+(counted, never read). Counts are of live things: a deleted conversation, and
+a thread or item session emptied of everything, keep their key for a while to
 answer re-sent writes; those are counted apart, as tombstones."""
 
 PURGE_HELP = """\
@@ -199,9 +200,8 @@ Delete the keys of --prefix: response threads, item sessions, conversations
 and locators, found with SCAN on every primary. Every key of a prefix starts
 with '<prefix>:{' and no other prefix's does, so keys of other prefixes are
 never read, counted or deleted; keys under '<prefix>:{' that are not of this
-layout are left and counted. Locators of the old layout ('<prefix>:loc:<id>')
-are deleted only where purge proves they are this prefix's. A key that fails
-(NOPERM, ...) is counted, and purge exits 3 naming how many failed and why.
+layout are left and counted. A key that fails (NOPERM, ...) is counted, and
+purge exits 3 naming how many failed and why.
 
 Asks for confirmation unless --yes (answering no exits 0, nothing deleted),
 and refuses without --yes when stdin is not a terminal. --dry-run prints every
@@ -250,8 +250,6 @@ async def _demo(args: argparse.Namespace, config: Any) -> int:
                            conversations=args.conversations, turns=args.turns, ttl_seconds=args.ttl,
                            seed=args.seed, json=args.json)
         result = await run_demo(opts)
-        if isinstance(result.get("url"), str):
-            result = {**result, "url": output.redact_url(result["url"])}
         if args.json:
             output.print_json(result)
         else:
@@ -263,7 +261,7 @@ async def _demo(args: argparse.Namespace, config: Any) -> int:
             raise SessionError(ErrorCode.INPUT_INVALID, "--embedded and --url (or $REDIS_SESSIONS_URL) exclude each other")
         target = Target(config, json=args.json)
         await check_server(target)
-        return await go(target.url, f"Redis at {target.shown_url}")
+        return await go(target.url, "Redis at the URL given")
     with embedded(args.embedded or "auto") as server:
         output.note(f"using {server.description}", quiet=args.json)
         return await go(server.url, server.description)

@@ -24,7 +24,7 @@ from ..link import AnyRedis, close_client
 from ..client import from_url
 from ..errors import translate
 from ..responses.store import RedisResponseSessionStore
-from .output import redact_url, remember_secrets
+from .output import remember_secrets
 
 ENV_URL = f"{ENV_PREFIX}URL"
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
@@ -80,11 +80,6 @@ class Target:
     def keys(self) -> KeySpace:
         return KeySpace(self.prefix)
 
-    @property
-    def shown_url(self) -> str:
-        """The URL as printed: never with its password."""
-        return redact_url(self.url)
-
     def _redis_config(self) -> SessionConfig:
         return self.config.model_copy(update={"url": self.url})
 
@@ -113,11 +108,12 @@ def configured(build: Any) -> Any:
         raise SessionError(ErrorCode.INPUT_INVALID, exc.message) from None
 
 
-async def ping(client: AnyRedis, url: str) -> None:
+async def ping(client: AnyRedis) -> None:
     """Reach the server and refuse a standalone client on a cluster node (it would see a
     third of the keys). A database the server lacks is a setting's fault, not an outage
-    (``translate`` says so: ``session.input.invalid``)."""
-    where = f"Redis at {redact_url(url)}"
+    (``translate`` says so: ``session.input.invalid``). Messages name no host: the
+    command line prints none."""
+    where = "Redis"
     try:
         await client.ping()
     except MasterNotFoundError:
@@ -125,10 +121,10 @@ async def ping(client: AnyRedis, url: str) -> None:
                                                           "service (sentinels down, or another service name)") from None
     except Exception as exc:
         raise translate(exc, where) or exc from None
-    await refuse_cluster_node(client, url)
+    await refuse_cluster_node(client)
 
 
-async def refuse_cluster_node(client: AnyRedis, url: str) -> None:
+async def refuse_cluster_node(client: AnyRedis) -> None:
     """``session.input.invalid`` if a plain ``redis://`` URL points at a Redis Cluster
     node (``INFO cluster``: ``cluster_enabled:1``): SCAN would see that node's keys
     only, and a command on any other slot would fail with MOVED. A server that
@@ -139,14 +135,14 @@ async def refuse_cluster_node(client: AnyRedis, url: str) -> None:
     try:
         info = await client.info("cluster")
     except Exception as exc:
-        error = translate(exc, f"Redis at {redact_url(url)}")
+        error = translate(exc, "Redis")
         if error is not None and error.code in (ErrorCode.BACKEND_DENIED, ErrorCode.BACKEND_ERROR):
             return
         raise error or exc
     if int(info.get("cluster_enabled", 0) or 0) == 1:
         raise SessionError(
             ErrorCode.INPUT_INVALID,
-            f"{redact_url(url)} is a Redis Cluster node, and a standalone URL reaches one node only: "
+            "the URL names a Redis Cluster node, and a standalone URL reaches one node only: "
             "use redis+cluster://host:port (or add ?cluster=true)",
         )
 
@@ -156,14 +152,14 @@ async def check_server(target: Target) -> None:
     behind a standalone URL (see :func:`refuse_cluster_node`)."""
     client = target.client()
     try:
-        await ping(client, target.url)
+        await ping(client)
     finally:
         await close_client(client)
 
 
 async def thread_key(store: RedisResponseSessionStore, response_id: str) -> str | None:
-    """The thread hash holding ``response_id``: from the id itself, or its locator
-    (the store's own lookup, so the old layout's locators are found too)."""
+    """The thread hash holding ``response_id``: from the id itself, or its locator (the
+    store's own lookup, which gives no TTL again)."""
     validate_id(response_id)
-    thread = thread_of(response_id) or await store.engine.locate(response_id, 0)
+    thread = thread_of(response_id) or await store._locate(response_id)
     return None if thread is None else store.keys.thread(thread)

@@ -105,7 +105,7 @@ async def _worker(index: int, opts: DemoOptions, jobs: "multiprocessing.Queue[Jo
     store = opts.store()
     try:
         try:
-            await ping(store.client, opts.url)
+            await ping(store.client)
         except SessionError as exc:
             results.put({"fatal": index, "error": f"{exc.code.value}: {exc.message}"})
             return
@@ -414,7 +414,7 @@ async def run_demo(opts: DemoOptions) -> dict[str, Any]:
         raise SessionError(ErrorCode.INPUT_INVALID, "--workers, --conversations and --turns must be at least 1")
     store = opts.store()
     try:
-        await ping(store.client, opts.url)  # fail fast, before starting any process
+        await ping(store.client)  # fail fast, before starting any process
         items = item_sessions
         pool = Pool(opts)
         coordinator = Coordinator(opts, pool, store, items)
@@ -446,7 +446,6 @@ def summary(opts: DemoOptions, c: Coordinator, seconds: float, leaves: int, sess
     return {
         "ok": not t.problems,
         "backend": opts.backend,
-        "url": opts.url,
         "prefix": opts.prefix,
         "workers": opts.workers,
         "conversations": opts.conversations,

@@ -86,7 +86,7 @@ def _start_redis_server(binary: str, workdir: str) -> tuple[subprocess.Popen[byt
         proc = launch_redis_server(binary, port, workdir)
         if proc is not None:
             return proc, port
-    raise SessionError(ErrorCode.BACKEND_UNAVAILABLE, f"the embedded redis-server did not start (log in {workdir})")
+    raise SessionError(ErrorCode.BACKEND_UNAVAILABLE, "the embedded server did not start")
 
 
 def stop_process(proc: subprocess.Popen[bytes]) -> None:
@@ -126,7 +126,7 @@ def redis_server(kind: str = "redis-server") -> Iterator[Embedded]:
             version = _version(binary)
             yield Embedded(
                 f"redis://127.0.0.1:{port}/0",
-                f"embedded {name} {version} on 127.0.0.1:{port} (temporary, no persistence)".replace("  ", " "),
+                f"embedded {name} {version} (temporary, no persistence)".replace("  ", " "),
             )
         finally:
             stop_process(proc)
@@ -150,7 +150,7 @@ def fake_server() -> Iterator[Embedded]:
     thread = threading.Thread(target=server.serve_forever, name="fakeredis-tcp", daemon=True)
     thread.start()
     try:
-        yield Embedded(f"redis://127.0.0.1:{port}/0", f"embedded fakeredis TCP server on 127.0.0.1:{port} (in-process)")
+        yield Embedded(f"redis://127.0.0.1:{port}/0", "embedded fakeredis TCP server (in-process)")
     finally:
         server.shutdown()
         server.server_close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..codec import to_builtins
@@ -22,8 +23,8 @@ from ..link import as_text, close_client
 from ..errors import translate_errors
 from . import output
 from .common import Missing, Target, thread_key
-from .keyscan import LIVE_REPLIES, Failures, Key, KeyKinds, dbsize, live_count, pipelined, primaries, prove_legacy, \
-    queue_live, scan_all
+from .keyscan import EXPECTED_TYPE, STATE_REPLIES, Failures, Key, KeyKinds, count_responses, dbsize, pipelined, \
+    primaries, queue_state, scan_all, state
 
 TTL_BUCKETS: tuple[tuple[str, float], ...] = (
     ("<1h", 3600), ("<1d", 86400), ("<7d", 7 * 86400), ("<30d", 30 * 86400), (">=30d", float("inf")),
@@ -121,13 +122,10 @@ async def items(target: Target, session_id: str, limit: int | None) -> int:
         session = RedisSession(session_id, client=client, key_prefix=target.prefix)
         snap = await session.snapshot()
         await session.close()
-        entry = Key(key, "items", session_id)
-        (counted,) = await pipelined(client, [entry], queue_live, LIVE_REPLIES["items"], None, "item session")
     finally:
         await close_client(client)
     found: list[dict[str, Any]] = list(snap.items)
-    entries = live_count(entry, counted)  # below the header, and not the stash of recent pops
-    corrupt = max(0, entries - len(found))
+    entries, corrupt = snap.count, snap.count - len(found)  # count: the stored entries read, corrupt ones too
     shown = found if limit is None else found[-limit:]
     if target.json:
         output.print_json({"session_id": session_id, "key": key, "items": shown, "item_count": len(found),
@@ -178,44 +176,43 @@ async def conversation(target: Target, conversation_id: str, limit: int, after: 
 
 
 # -- stats -----------------------------------------------------------------
-EXPECTED_TYPE = {"thread": "hash", "meta": "hash", "items": "list", "locator": "string", "legacy_locator": "string",
-                 "conversation": "hash"}
+GROUPS = {"thread": "threads", "items": "item_sessions", "locator": "locators", "conversation": "conversations"}
+NAMES = {"thread": "threads", "items": "item sessions", "locator": "locators", "conversation": "conversations"}
 
 
 def _queue_facts(pipe: Any, key: Key) -> None:
-    """TYPE and PTTL of every key, then what says how much it holds (:func:`.keyscan.queue_live`)."""
+    """TYPE and PTTL of every key, then what its header says (:func:`.keyscan.queue_state`)."""
     pipe.type(key.name)
     pipe.pttl(key.name)
-    queue_live(pipe, key)
-
-
-def _fact_count(key: Key) -> int:
-    return 2 + LIVE_REPLIES.get(key.kind, 0)
+    queue_state(pipe, key)
 
 
 async def stats(target: Target, sample: int) -> int:
     client = target.client()
-    kinds = KeyKinds(target.keys)
     show_progress = not target.json
     failures = Failures()
     try:
         nodes = await primaries(client)
         total_keys = sum([await dbsize(client, n) for n in nodes])
         with output.progress("scanning", enabled=show_progress) as step:
-            found = await scan_all(client, kinds, lambda i, n, f: step(completed=f, extra=f"node {i + 1} of {n}"))
-        legacy = [k for k in found if k.kind == "legacy_locator"]
-        proven = {k.name for k, _ in await prove_legacy(client, target.keys, legacy, failures)}
-        keys = [k for k in found if k.kind != "legacy_locator" or k.name in proven]
+            keys = await scan_all(client, KeyKinds(target.keys), lambda i, n, f: step(completed=f, extra=f"node {i + 1} of {n}"))
         with output.progress("reading", len(keys), enabled=show_progress) as step:
-            facts = await pipelined(client, keys, _queue_facts, _fact_count, lambda n: step(advance=n), "stats")
-        sampled = random.Random(0).sample(keys, min(sample, len(keys))) if sample > 0 else []
+            facts = await pipelined(client, keys, _queue_facts, lambda k: 2 + STATE_REPLIES.get(k.kind, 0),
+                                    lambda n: step(advance=n), "stats")
+        tally = _Tally()
+        for key, fact in zip(keys, facts):
+            tally.add(key, fact, failures)
+        with output.progress("counting responses", len(tally.threads), enabled=show_progress) as step:
+            responses = await count_responses(client, tally.threads, failures, lambda n: step(advance=n))
+        sampled = random.Random(0).sample(tally.measured, min(sample, len(tally.measured))) if sample > 0 else []
         with output.progress("sizing", len(sampled), enabled=show_progress) as step:
             usage = await pipelined(client, sampled, lambda p, k: p.memory_usage(k.name), 1, lambda n: step(advance=n),
                                     "MEMORY USAGE")
     finally:
         await close_client(client)
     sizes = {k.name: u[0] for k, u in zip(sampled, usage) if isinstance(u[0], int)}
-    report = _summarise(target, keys, facts, sizes, len(nodes), total_keys, len(legacy) - len(proven), failures)
+    report = {"prefix": target.prefix, "nodes_scanned": len(nodes), "keys_in_database": total_keys,
+              **tally.report(responses), "memory": _memory(tally.measured, sizes), "failed": failures.as_dict()}
     if target.json:
         output.print_json(report)
     else:
@@ -224,72 +221,68 @@ async def stats(target: Target, sample: int) -> int:
     return 0
 
 
-def _summarise(target: Target, keys: list[Key], facts: list[list[Any]], usage: dict[str, int], nodes: int,
-               total_keys: int, legacy_left: int, failures: Failures) -> dict[str, Any]:
-    count: Counter[str] = Counter()
-    ttl: dict[str, Counter[str]] = defaultdict(Counter)
-    wrong: dict[str, list[str]] = defaultdict(list)
-    tombstones: Counter[str] = Counter()
-    responses = items = no_ttl_responses = no_ttl_sessions = 0
-    measured: list[Key] = []
-    for key, (kind, pttl, *counts) in zip(keys, facts):
-        if not all(failures.check(key.name, v, "stats") for v in (kind, pttl)):
-            continue
-        kind, pttl = as_text(kind), pttl if isinstance(pttl, int) else 0
-        if kind == "none":
-            continue  # expired or deleted since the scan
-        group = "locator" if key.kind == "legacy_locator" else key.kind
-        if group != "other" and kind != EXPECTED_TYPE[key.kind]:
-            wrong[group].append(f"{key.name} ({kind})")
-            continue
-        if not all(failures.check(key.name, v, "stats") for v in counts):
-            continue
-        measured.append(key)
-        live = live_count(key, counts) if group in LIVE_REPLIES else 1
-        if not live:  # kept only to answer re-sent writes: not a thread, session or conversation
-            tombstones[group] += 1
-            continue
-        count[group] += 1
-        if group == "thread":
-            responses += live
-            ttl["threads"][ttl_bucket(pttl)] += 1
-            no_ttl_responses += live if pttl == -1 else 0
-        elif group == "items":  # one key per session; a "meta" key is a leftover of the old layout
-            items += live
-            ttl["item_sessions"][ttl_bucket(pttl)] += 1
-            no_ttl_sessions += pttl == -1
-        elif group == "locator":
-            ttl["locators"][ttl_bucket(pttl)] += 1
-        elif group == "conversation":
-            ttl["conversations"][ttl_bucket(pttl)] += 1
-    buckets = ["none"] + [name for name, _ in TTL_BUCKETS]
-    return {
-        "url": target.shown_url,
-        "prefix": target.prefix,
-        "nodes_scanned": nodes,
-        "keys_in_database": total_keys,
-        "keys": len(measured),
-        "threads": count["thread"],
-        "responses": responses,
-        "responses_method": "per thread, the record count its saves keep ('c'), where its field count ('r') "
-                            "proves it current; else its fields but 'ops', 'w' and 'm', halved (exact for threads "
-                            "written before per-response expiry)",
-        "item_sessions": count["items"],
-        "items": items,
-        "locators": count["locator"],
-        "conversations": count["conversation"],
-        "old_layout_meta_keys": count["meta"],
-        "other_keys": count["other"],
-        "tombstones": {"threads": tombstones["thread"], "item_sessions": tombstones["items"],
-                       "conversations": tombstones["conversation"]},
-        "old_locators_unproven": legacy_left,
-        "wrong_type": {group: {"count": len(names), "examples": names[:5]} for group, names in sorted(wrong.items())},
-        "memory": _memory(measured, usage),
-        "ttl": {group: {b: ttl[group][b] for b in buckets} for group in ("threads", "item_sessions", "locators",
-                                                                                "conversations")},
-        "no_ttl": {"responses": no_ttl_responses, "item_sessions": no_ttl_sessions},
-        "failed": failures.as_dict(),
-    }
+@dataclass
+class _Tally:
+    """What the keys of a prefix hold, key by key (:meth:`add`)."""
+
+    live: Counter[str] = field(default_factory=Counter)
+    tombstones: Counter[str] = field(default_factory=Counter)
+    items: int = 0
+    other: int = 0
+    ttl: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    no_ttl_sessions: int = 0
+    wrong: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    unsupported: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    measured: list[Key] = field(default_factory=list)
+    threads: list[tuple[Key, int]] = field(default_factory=list)
+    """Live threads, with their largest record, for their responses to be counted."""
+    persistent: set[str] = field(default_factory=set)
+    """Live threads without a TTL."""
+
+    def add(self, key: Key, fact: list[Any], failures: Failures) -> None:
+        kind, pttl, *replies = fact
+        if not all(failures.check(key.name, v, "stats") for v in (kind, pttl)) or as_text(kind) == "none":
+            return  # failed, or expired or deleted since the scan
+        self.measured.append(key)
+        if key.kind == "other":
+            self.other += 1
+            return
+        if as_text(kind) != EXPECTED_TYPE[key.kind]:
+            self.wrong[key.kind].append(f"{key.name} ({as_text(kind)})")
+            return
+        if not all(failures.check(key.name, v, "stats") for v in replies):
+            return
+        found = state(key, replies) if key.kind in STATE_REPLIES else None
+        if found is not None and found.status != "live":
+            (self.unsupported[key.kind].append(key.name) if found.status == "unsupported"
+             else self.tombstones.update([key.kind]))
+            return
+        self.live[key.kind] += 1
+        self.ttl[GROUPS[key.kind]][ttl_bucket(pttl)] += 1
+        if key.kind == "thread" and found is not None:
+            self.threads.append((key, found.largest))
+            if pttl == -1:
+                self.persistent.add(key.name)
+        elif key.kind == "items" and found is not None:
+            self.items += found.items
+            self.no_ttl_sessions += pttl == -1
+
+    def report(self, responses: dict[str, int]) -> dict[str, Any]:
+        buckets = ["none"] + [name for name, _ in TTL_BUCKETS]
+
+        def examples(found: dict[str, list[str]]) -> dict[str, Any]:
+            return {kind: {"count": len(names), "examples": names[:5]} for kind, names in sorted(found.items())}
+
+        return {
+            "keys": len(self.measured), "threads": self.live["thread"], "responses": sum(responses.values()),
+            "item_sessions": self.live["items"], "items": self.items, "conversations": self.live["conversation"],
+            "locators": self.live["locator"], "other_keys": self.other,
+            "tombstones": {GROUPS[kind]: self.tombstones[kind] for kind in ("thread", "items", "conversation")},
+            "unsupported": examples(self.unsupported), "wrong_type": examples(self.wrong),
+            "ttl": {group: {b: self.ttl[group][b] for b in buckets} for group in GROUPS.values()},
+            "no_ttl": {"responses": sum(n for name, n in responses.items() if name in self.persistent),
+                       "item_sessions": self.no_ttl_sessions},
+        }
 
 
 def _memory(keys: list[Key], usage: dict[str, int]) -> dict[str, Any]:
@@ -311,20 +304,18 @@ def _memory(keys: list[Key], usage: dict[str, int]) -> dict[str, Any]:
     }
 
 
-GROUP_NAMES = {"thread": "threads", "items": "item sessions", "locator": "locators", "conversation": "conversations",
-               "meta": "old metadata keys", "threads": "threads", "item_sessions": "item sessions",
-               "locators": "locators", "conversations": "conversations"}
-
-
 def _print_stats(r: dict[str, Any]) -> None:
     p = output.plural
     mem = r["memory"]
     mem_text = "unavailable" if mem["estimated_bytes"] is None else (
         f"about {output.size(mem['estimated_bytes'])} (estimated from {p(mem['sampled_keys'], 'sampled key')})")
-    wrong = ", ".join(f"{v['count']} {GROUP_NAMES[group]}" for group, v in r["wrong_type"].items())
+
+    def kinds(found: dict[str, Any]) -> str:
+        return ", ".join(f"{v['count']} {NAMES[kind]}" for kind, v in found.items())
+
     dead = r["tombstones"]
     rows: list[tuple[str, Any]] = [
-        ("prefix", f"{r['prefix']}  ({r['url']}, {p(r['nodes_scanned'], 'node')} scanned)"),
+        ("prefix", f"{r['prefix']}  ({p(r['nodes_scanned'], 'node')} scanned)"),
         ("keys", f"{r['keys']:,} of this prefix ({r['keys_in_database']:,} in the database)"),
         ("responses", f"{r['responses']:,} in {p(r['threads'], 'thread')}"),
         ("item sessions", f"{r['item_sessions']:,} holding {p(r['items'], 'item')}"),
@@ -334,17 +325,18 @@ def _print_stats(r: dict[str, Any]) -> None:
                        f"{p(dead['conversations'], 'conversation')} deleted or emptied, their keys kept a while "
                        "to answer re-sent writes" if any(dead.values()) else "none"),
         ("other keys", f"{r['other_keys']:,} (under '{r['prefix']}:{{' but not keys of this layout)"),
-        ("wrong type", f"{wrong} (keys of this layout holding another Redis type)" if wrong else "none"),
+        ("unsupported", f"{kinds(r['unsupported'])} (not in data format 1: not read)" if r["unsupported"] else "none"),
+        ("wrong type", f"{kinds(r['wrong_type'])} (keys of this layout holding another Redis type)"
+         if r["wrong_type"] else "none"),
         ("memory", mem_text),
         ("no TTL", f"{p(r['no_ttl']['responses'], 'response')}, {p(r['no_ttl']['item_sessions'], 'item session')}"),
     ]
-    if r["old_layout_meta_keys"]:
-        rows.append(("old meta keys", f"{r['old_layout_meta_keys']:,} (the old item-session layout; purge deletes them)"))
     output.pairs(rows)
-    for group, v in r["wrong_type"].items():
-        for example in v["examples"]:
-            print(f"  wrong type: {example}")
+    for what in ("unsupported", "wrong_type"):
+        for v in r[what].values():
+            for example in v["examples"]:
+                print(f"  {what.replace('_', ' ')}: {example}")
     print()
     buckets = list(r["ttl"]["threads"])
-    rows2 = [[GROUP_NAMES[group]] + [r["ttl"][group][b] for b in buckets] for group in r["ttl"]]
-    output.table(["TTL left"] + buckets, rows2)
+    output.table(["TTL left"] + buckets, [[group.replace("_", " ")] + [r["ttl"][group][b] for b in buckets]
+                                          for group in r["ttl"]])

@@ -1,20 +1,20 @@
-"""Finding a prefix's keys on a standalone server or on every primary of a cluster.
+"""Finding a prefix's keys on a standalone server or on every primary of a cluster, and
+what each one holds.
 
-Every key of a prefix starts with ``<prefix>:{`` (:mod:`redis_sessions.keys`),
-and no other prefix's key does, so SCAN asks the server for exactly those: keys
-of other prefixes are never returned, read, counted or deleted. Keys are
-recognised by the templates :class:`~redis_sessions.keys.KeySpace` builds, never
-by a hand-written copy of the layout; a key under ``<prefix>:{`` that is none of
-them is reported as ``other`` and never deleted.
+Every key of a prefix starts with ``<prefix>:{`` (:mod:`redis_sessions.keys`), and no
+other prefix's key does, so SCAN asks the server for exactly those: keys of other
+prefixes are never returned, read, counted or deleted. Keys are recognised by the
+templates :class:`~redis_sessions.keys.KeySpace` builds, never by a hand-written copy of
+the layout; a key under ``<prefix>:{`` that is none of them is reported as ``other``
+and never deleted.
 
-Locators of the old layout (``<prefix>:loc:<id>``) are found by a second SCAN
-and are only *candidates*: a name that also parses as another prefix's locator
-is dropped unread, and the others count as this prefix's only once
-:func:`prove_legacy` has shown that their thread is here and holds their id.
+What a key holds is read from its header (docs/key-layout.md, data format 1) with plain
+commands (:func:`queue_state`, :func:`state`): a key of another data format, or of none,
+is ``unsupported``, counted apart and never read further.
 
-Per-key errors (``NOPERM``, ``MOVED``, ...) come back from :func:`pipelined` as
-values; :class:`Failures` counts them, and a command that met any fails with the
-most frequent one's code (and its exit code) once it has done the rest.
+Per-key errors (``NOPERM``, ``MOVED``, ...) come back from :func:`pipelined` as values;
+:class:`Failures` counts them, and a command that met any fails with the most frequent
+one's code (and its exit code) once it has done the rest.
 """
 
 from __future__ import annotations
@@ -27,21 +27,17 @@ from typing import Any, AsyncIterator, Callable, Sequence, TypeVar
 from redis import exceptions as rx
 from redis.asyncio.cluster import RedisCluster
 
-from ..errors import ErrorCode, SessionError
+from ..errors import ErrorCode, SessionError, translate, translate_errors
 from ..items import header
 from ..keys import _GLOB_SPECIAL, KeySpace
 from ..link import AnyRedis, as_text
-from ..errors import translate, translate_errors
+from ..responses.store import SCAN_BYTES
 
 T = TypeVar("T")
 SCAN_COUNT = 500
 BATCH = 500
 _MARK = "\x00"
-_HEX_TAG = re.compile(r"[0-9a-f]{16}")
-
-
-def _glob_escape(text: str) -> str:
-    return _GLOB_SPECIAL.sub(r"\\\1", text)
+EXPECTED_TYPE = {"thread": "hash", "items": "list", "locator": "string", "conversation": "hash"}
 
 
 def _template(built: str) -> re.Pattern[str]:
@@ -51,8 +47,8 @@ def _template(built: str) -> re.Pattern[str]:
 
 @dataclass(frozen=True)
 class Key:
-    """A key found by a scan: its name, its kind and the id it belongs to (the
-    thread tag, session id or response id)."""
+    """A key found by a scan: its name, its kind and the id it belongs to (the thread
+    tag, session id, conversation id or response id)."""
 
     name: str
     kind: str
@@ -61,11 +57,8 @@ class Key:
 
 @dataclass(frozen=True)
 class KeyKinds:
-    """What each key of a prefix is: ``thread``, ``items``, ``meta``, ``locator``,
-    ``conversation``, ``legacy_locator`` (a candidate, see :func:`prove_legacy`) or ``other``.
-
-    ``meta`` is the metadata hash of the old two-key item-session layout: no
-    longer written or read, still recognised so that ``purge`` deletes it."""
+    """What each key of a prefix is: ``thread``, ``items``, ``locator``, ``conversation``
+    or ``other``."""
 
     keys: KeySpace
     patterns: tuple[tuple[str, re.Pattern[str]], ...] = field(init=False)
@@ -87,73 +80,105 @@ class KeyKinds:
                 return Key(key, kind, found.group(1))
         return Key(key, "other", "")
 
-    def legacy(self, key: str) -> Key | None:
-        """A candidate old-layout locator of this prefix, or None (another prefix's, or ambiguous)."""
-        return None
-
 
 def scan_match(built: str, id_prefix: str = "") -> str:
     """SCAN MATCH for the keys a :class:`KeySpace` method builds (``built``, made with
     ``_MARK`` for the id) whose id starts with ``id_prefix``; glob characters escaped."""
     before, after = built.split(_MARK)
-    return _glob_escape(before + id_prefix) + "*" + _glob_escape(after)
+    return _GLOB_SPECIAL.sub(r"\\\1", before + id_prefix) + "*" + _GLOB_SPECIAL.sub(r"\\\1", after)
 
 
-# -- how much a key holds ----------------------------------------------------------
-LIVE_REPLIES = {"thread": 5, "items": 3, "conversation": 1}
-CONVERSATION_EXISTS = "h"
-"""The field a conversation's hash holds while it exists (its header, lua/conv_lib.lua): a
-deleted one loses it and keeps its key for 30 s, to answer a re-sent delete."""
+# -- what a key holds ----------------------------------------------------------------
+@dataclass(frozen=True)
+class State:
+    """What a key holds: ``live`` (a thread with responses, an item session with items, a
+    conversation not deleted), ``tombstone`` (kept a while only to answer re-sent writes),
+    or ``unsupported`` (another data format, or none). ``items``: an item session's;
+    ``largest``: a thread's largest record (what its HSCAN pages are sized by)."""
+
+    status: str
+    items: int = 0
+    largest: int = 0
 
 
-def queue_live(pipe: Any, key: Key) -> None:
-    """Queue what says how much ``key`` holds (:func:`live_count` reads the replies): a
-    thread's field counts, an item session's length and first two entries, whether a
-    conversation exists. Plain commands, no script."""
+STATE_REPLIES = {"thread": 2, "items": 3, "conversation": 1}
+_THREAD_HEADER = re.compile(rb"1 ([0-9]+) [01] [0-9]+ [0-9]+")
+_CONVERSATION_HEADER = re.compile(rb"1( [0-9]+){5}")
+UNSUPPORTED = State("unsupported")
+
+
+def queue_state(pipe: Any, key: Key) -> None:
+    """Queue the plain reads :func:`state` judges a key by (``STATE_REPLIES[kind]`` replies)."""
     if key.kind == "thread":
+        pipe.hget(key.name, "h")
         pipe.hlen(key.name)
-        for name in ("ops", "h", "-"):
-            pipe.hexists(key.name, name)
-        pipe.hmget(key.name, "c", "r")  # per-response expiry's record and field counts (chain_lib.lua)
     elif key.kind == "items":
         pipe.llen(key.name)
         pipe.lindex(key.name, 0)
         pipe.lindex(key.name, 1)
     elif key.kind == "conversation":
-        pipe.hexists(key.name, CONVERSATION_EXISTS)
+        pipe.hget(key.name, "h")
 
 
-def live_count(key: Key, replies: Sequence[Any]) -> int:
-    """How many live things ``key`` holds, from :func:`queue_live`'s replies: a thread's
-    responses, an item session's entries, 1 for an existing conversation. 0 is a
-    tombstone: a key kept only to answer re-sent writes."""
+def state(key: Key, replies: Sequence[Any]) -> State:
+    """What ``key`` holds, from :func:`queue_state`'s replies (docs/key-layout.md).
+
+    A thread has its header ``h`` and its ring ``ops`` while it exists: with no other
+    field, its records are gone. A deleted conversation keeps its ring without ``h``."""
     if key.kind == "thread":
-        fields, non_records = _int(replies[0]), sum(_int(v) for v in replies[1:4])
-        kept, written = (_number(v) for v in replies[4])
-        # the record count per-response expiry keeps, where its field count proves it current;
-        # else a record's d: and p: fields (exact for threads written before it)
-        return kept if kept is not None and written == fields - 1 else max(0, fields - non_records) // 2
-    if key.kind == "items":
-        length, first, second = replies
-        if not length or not isinstance(first, bytes) or not header.is_header(first):
-            return _int(length)  # none, or the layout before headers: every entry is an item
-        parsed = header.try_parse(first)
-        stash = parsed is not None and parsed.hinted and isinstance(second, bytes) and header.is_stash(second)
-        return _int(length) - 1 - int(stash)
-    return _int(replies[0])
+        h, fields = replies
+        found = _THREAD_HEADER.fullmatch(h) if isinstance(h, bytes) else None
+        if found is None:
+            return UNSUPPORTED
+        return State("live" if fields > 2 else "tombstone", largest=int(found.group(1)))
+    if key.kind == "conversation":
+        (h,) = replies
+        if h is None:
+            return State("tombstone")
+        return State("live") if _CONVERSATION_HEADER.fullmatch(h) else UNSUPPORTED
+    length, first, second = replies
+    parsed = header.try_parse(first) if isinstance(first, bytes) else None
+    if parsed is None:
+        return UNSUPPORTED
+    stash = parsed.hinted and isinstance(second, bytes) and header.is_stash(second)
+    count = length - 1 - int(stash)
+    return State("live" if count > 0 else "tombstone", items=count)
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) else 0
+def hscan_count(largest: int, most: int = 1_000) -> int:
+    """Fields one HSCAN of a thread visits at most: Redis copies the value of every field
+    it visits, so the thread's largest record decides (the store's ``SCAN_BYTES``)."""
+    return max(1, min(most, SCAN_BYTES // max(largest, 1)))
 
 
-def _number(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
+async def count_responses(client: AnyRedis, threads: Sequence[tuple[Key, int]], failures: Failures,
+                          on_done: Callable[[int], None] | None = None) -> dict[str, int]:
+    """How many responses each thread (with its largest record) holds: its ``p:`` fields,
+    in HSCAN pages, a page of each of ``BATCH`` threads in one pipeline. HSCAN may return
+    a field twice, so a thread's ids are kept until it is done."""
+    counted: dict[str, int] = {}
+    for start in range(0, len(threads), BATCH):
+        seen: dict[str, set[bytes]] = {key.name: set() for key, _ in threads[start:start + BATCH]}
+        todo = [(key.name, 0, hscan_count(largest)) for key, largest in threads[start:start + BATCH]]
+        while todo:
+            pages = await pipelined(client, todo, lambda p, t: p.hscan(t[0], t[1], match="p:*", count=t[2]), 1,
+                                    None, "HSCAN")
+            more = []
+            for (name, _, count), (page,) in zip(todo, pages):
+                if not failures.check(name, page, "HSCAN"):
+                    seen.pop(name)
+                    continue
+                seen[name].update(page[1])
+                if int(page[0]):
+                    more.append((name, int(page[0]), count))
+            todo = more
+        counted.update((name, len(ids)) for name, ids in seen.items())
+        if on_done:
+            on_done(len(seen))
+    return counted
 
 
+# -- scanning ------------------------------------------------------------------------
 async def primaries(client: AnyRedis) -> list[Any]:
     """The nodes to scan: every primary of a cluster by name (a cursor names one by its
     place), or ``[None]`` for one server."""
@@ -166,7 +191,7 @@ async def primaries(client: AnyRedis) -> list[Any]:
 
 async def scan_step(client: AnyRedis, match: str, node: Any, cursor: int, count: int = SCAN_COUNT) -> tuple[int, list[str]]:
     """One SCAN ... MATCH ... COUNT on one node: the next cursor (0: done) and the keys."""
-    async with translate_errors(f"SCAN on {getattr(node, 'name', 'the server')}"):
+    async with translate_errors(f"SCAN on {'a primary' if node is not None else 'the server'}"):
         if node is None:
             cursor, keys = await client.scan(cursor=cursor, match=match, count=count)
         else:
@@ -177,14 +202,19 @@ async def scan_step(client: AnyRedis, match: str, node: Any, cursor: int, count:
     return int(cursor), [as_text(k) for k in keys]
 
 
-async def scan(client: AnyRedis, match: str, node: Any) -> AsyncIterator[list[str]]:
-    """Batches of keys matching ``match`` on one node."""
-    cursor = 0
-    while True:
-        cursor, keys = await scan_step(client, match, node, cursor)
-        yield keys
-        if cursor == 0:
-            return
+async def scan_all(client: AnyRedis, kinds: KeyKinds,
+                   on_batch: Callable[[int, int, int], None] | None = None) -> list[Key]:
+    """Every key of the prefix; ``on_batch(node_index, nodes, found)`` reports progress."""
+    found: list[Key] = []
+    nodes = await primaries(client)
+    for index, node in enumerate(nodes):
+        cursor = None
+        while cursor != 0:
+            cursor, batch = await scan_step(client, kinds.keys.scan_pattern(), node, cursor or 0)
+            found.extend(kinds.classify(key) for key in batch)
+            if on_batch:
+                on_batch(index, len(nodes), len(found))
+    return found
 
 
 async def dbsize(client: AnyRedis, node: Any) -> int:
@@ -192,21 +222,6 @@ async def dbsize(client: AnyRedis, node: Any) -> int:
         if node is None:
             return int(await client.dbsize())
         return int(await client.dbsize(target_nodes=node))
-
-
-async def scan_all(
-    client: AnyRedis, kinds: KeyKinds, on_batch: Callable[[int, int, int], None] | None = None
-) -> list[Key]:
-    """Every key of the prefix, and every old-layout locator candidate of it;
-    ``on_batch(node_index, nodes, found)`` reports progress."""
-    found: list[Key] = []
-    nodes = await primaries(client)
-    for index, node in enumerate(nodes):
-        async for batch in scan(client, kinds.keys.scan_pattern(), node):
-            found.extend(kinds.classify(key) for key in batch)
-            if on_batch:
-                on_batch(index, len(nodes), len(found))
-    return found
 
 
 async def pipelined(
@@ -276,27 +291,3 @@ class Failures:
         code, _ = self.codes.most_common(1)[0]
         counts = ", ".join(f"{n} {c}" for c, n in self.codes.most_common())
         raise SessionError(ErrorCode(code), f"{command}: {len(self)} keys failed ({counts}); first: {self.first[code]}")
-
-
-async def prove_legacy(client: AnyRedis, keys: KeySpace, candidates: Sequence[Key], failures: Failures,
-                       on_done: Callable[[int], None] | None = None) -> list[tuple[Key, str]]:
-    """The old-layout locators that are provably this prefix's, with their thread tag:
-    the value is a thread tag, and that thread of this prefix holds the locator's id.
-    The others (another program's key, a thread that is gone) are left alone."""
-    values = await pipelined(client, candidates, lambda p, k: p.get(k.name), 1, on_done, "old locators")
-    pointed: list[tuple[Key, str]] = []
-    for key, (value,) in zip(candidates, values):
-        if value is None or wrong_type(value) or not failures.check(key.name, value, "GET"):
-            continue
-        tag = as_text(value)
-        if _HEX_TAG.fullmatch(tag):
-            pointed.append((key, tag))
-    held = await pipelined(client, pointed, lambda p, kt: p.hexists(keys.thread(kt[1]), keys.data_field(kt[0].ident)),
-                           1, None, "HEXISTS")
-    proven: list[tuple[Key, str]] = []
-    for (key, tag), (reply,) in zip(pointed, held):
-        if wrong_type(reply) or not failures.check(keys.thread(tag), reply, "HEXISTS"):
-            continue
-        if reply:
-            proven.append((key, tag))
-    return proven

@@ -24,7 +24,7 @@ by ``:`` and its ids percent-encoded:
 - ``...:<id>:<hscan>:<hend>:<response id>``: in that HSCAN batch, which ended at
   ``<hend>``, from ``<response id>`` on.
 
-Only live things are listed (:func:`.keyscan.live_count`).
+Only live things are listed (:func:`.keyscan.state`).
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ from ..link import AnyRedis, as_text, close_client
 from ..errors import translate_errors
 from . import output
 from .common import Target
-from .keyscan import _MARK, Failures, Key, KeyKinds, LIVE_REPLIES, live_count, pipelined, primaries, queue_live, \
-    scan_match, scan_step
+from .keyscan import _MARK, STATE_REPLIES, Failures, Key, KeyKinds, hscan_count, pipelined, primaries, queue_state, \
+    scan_match, scan_step, state, wrong_type
 
 KINDS = ("threads", "responses", "sessions", "conversations")
 _KEY_KIND = {"threads": "thread", "responses": "thread", "sessions": "items", "conversations": "conversation"}
@@ -210,14 +210,14 @@ class _Pager:
         end, names = await scan_step(self.client, self.pattern, self.nodes[node], scan, count=_count(self.limit))
         keys = [k for k in map(self.kinds.classify, names) if k.kind == _KEY_KIND[self.kind]]
         first = _again(resume.batch, end)
-        for key in sorted(await self._live(keys), key=lambda k: k.ident):
+        for key, largest in sorted(await self._live(keys), key=lambda kl: kl[0].ident):
             if first is not None and key.ident < first:
                 continue
             here = Position(node, scan, Batch(scan, end, key.ident))
             if self.kind != "responses":
                 self._take(key.ident, here)
                 continue
-            await self._thread(key.name, here, resume if key.ident == first else Position())
+            await self._thread(key.name, largest, here, resume if key.ident == first else Position())
         return end
 
     def _take(self, ident: str, here: Position) -> None:
@@ -225,19 +225,20 @@ class _Pager:
             raise _Full(here)
         self.found.append(ident)
 
-    async def _thread(self, thread: str, here: Position, resume: Position) -> None:
-        """The response ids of one thread (its ``d:<id>`` fields), in HSCAN batches from ``resume``."""
-        data = KeySpace.data_field("")
-        match = scan_match(data + _MARK, self.match)
+    async def _thread(self, thread: str, largest: int, here: Position, resume: Position) -> None:
+        """The response ids of one thread (its ``p:<id>`` fields: each record has one, and
+        they are small), in HSCAN batches from ``resume``."""
+        match = scan_match("p:" + _MARK, self.match)
+        count = hscan_count(largest, 2 * _count(self.limit))  # about half the fields are p:
         hscan, fields = resume.hscan, resume.fields
         while True:
             if len(self.found) == self.limit:  # full at a batch's edge: go on from this HSCAN cursor
                 raise _Full(Position(here.node, here.scan, here.batch, hscan=hscan))
             async with translate_errors(f"HSCAN {thread!r}"):
-                end, page = await self.client.hscan(thread, hscan, match=match, count=2 * _count(self.limit))
+                end, page = await self.client.hscan(thread, hscan, match=match, count=count)
             end = int(end)
             first = _again(fields, end)
-            for rid in sorted(as_text(name)[len(data):] for name in page):
+            for rid in sorted(as_text(name)[2:] for name in page):
                 if first is not None and rid < first:
                     continue
                 self._take(rid, Position(here.node, here.scan, here.batch, hscan, Batch(hscan, end, rid)))
@@ -245,7 +246,14 @@ class _Pager:
                 return
             hscan, fields = end, None
 
-    async def _live(self, keys: list[Key]) -> list[Key]:
-        replies = await pipelined(self.client, keys, queue_live, lambda k: LIVE_REPLIES[k.kind], None, "list")
-        return [key for key, reply in zip(keys, replies)
-                if all(self.failures.check(key.name, v, "list") for v in reply) and live_count(key, reply) > 0]
+    async def _live(self, keys: list[Key]) -> list[tuple[Key, int]]:
+        """The live ones of ``keys``, each with its largest record (threads); a key of
+        another Redis type is none (``stats`` reports it)."""
+        replies = await pipelined(self.client, keys, queue_state, lambda k: STATE_REPLIES[k.kind], None, "list")
+        live = []
+        for key, reply in zip(keys, replies):
+            if not any(map(wrong_type, reply)) and all(self.failures.check(key.name, v, "list") for v in reply):
+                found = state(key, reply)
+                if found.status == "live":
+                    live.append((key, found.largest))
+        return live
