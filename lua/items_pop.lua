@@ -1,65 +1,50 @@
--- Remove and return the newest plausible item, dropping non-items on the way.
--- KEYS[1] the session's list
--- ARGV[1] ttl in ms ("0": none), ARGV[2] epoch for a list from before
--- headers, ARGV[3] token, ARGV[4] how many entries to look at at most
--- (capped at SCAN_LIMIT).
--- Replies the entry; nil when there is none; 1 when it met its limit of
--- non-items first (they are dropped; the caller calls again, with a new
--- token). Never pops the header or the stash: a session whose last item goes
--- keeps them, and so its ring, for its TTL (TOKENS_RETAIN_MS without one). The item
--- goes to the stash at index 1, not to the header, so later writes do not
--- carry it. A re-sent call replies what the first run replied (its item from
--- the stash) and removes nothing more. Reads the tail in doubling windows
--- first, then removes what it read with one LTRIM: all checks before the
--- first write. Bumps v and g.
-local key, ttl, tok, limit = KEYS[1], tonumber(ARGV[1]), ARGV[3], clamp(ARGV[4])
-local h, why = load(key)
-if why == 'corrupt' then return corrupt('header') end
-if why == 'none' then return false end
-if h then
-  local r = find(h, tok)
-  if r == false then return token_reused() end
-  if r == 'i' then return unstash(stash(key, h), tok) or replay('x') end
-  if r then return replay(r) end
+-- Remove and return the newest item, dropping non-items on the way.
+-- KEYS[1] the session's list (lua/items_lib.lua)
+-- ARGV[1] TTL in ms ('0': none), ARGV[2] token, ARGV[3] how many entries to look at at
+-- most (capped at SCAN_LIMIT).
+-- Replies the entry; nil when there is none; 1 when it met its limit of non-items first
+-- (they are dropped; the caller calls again, with a new token). The item goes to the
+-- stash at index 0, with the newest pop before it (at most POPS, within POP_BYTES), so
+-- a re-sent call replies what the first run removed, and removes nothing more. A
+-- session whose last item goes keeps its stash and header, and so its ring, for its TTL
+-- (TOKENS_RETAIN_MS without one). Bumps v and g.
+local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[2]
+local last = redis.call('LRANGE', key, -2, -1)  -- the newest entry and the header
+local h, err = head(key, last[#last] or false)
+if not h then return err or false end
+local r = token_find(h.ring, tok)
+if r == 'i' then
+  return unstash(redis.call('LINDEX', key, 0), tok) or
+         redis.error_reply('RSFORGOTTEN this pop already ran; its item is no longer remembered')
 end
-local s = stash(key, h)
-local len = redis.call('LLEN', key)
-local left = len - (h and 1 or 0) - (s ~= '' and 1 or 0)
-if left == 0 then return false end
-if not h then h = fresh(ARGV[2]) end
-local found, used, window = false, 0, 1
-while not found and used < left and used < limit do
-  local take = math.min(window, left - used, limit - used)
-  local part = redis.call('LRANGE', key, -(used + take), -(used + 1))
-  for i = #part, 1, -1 do
-    used = used + 1
-    if plausible(part[i]) then
-      found = part[i]
-      break
+if r then return replay(r) end
+if #last < 2 or string.sub(last[1], 1, 2) == STASH then return false end  -- no items
+local found, used, left = false, 1, nil
+if plausible(last[1]) then
+  found = last[1]
+else  -- a non-item: read back in doubling windows, at most limit entries
+  left = redis.call('LLEN', key) - 2
+  local limit, window = math.max(1, math.min(tonumber(ARGV[3]), SCAN_LIMIT)), 1
+  while not found and used < left and used < limit do
+    local take = math.min(window, left - used, limit - used)
+    local part = redis.call('LRANGE', key, -(used + take + 1), -(used + 2))
+    for i = #part, 1, -1 do
+      used = used + 1
+      if plausible(part[i]) then
+        found = part[i]
+        break
+      end
     end
+    window = window * 2
   end
-  window = window * 2
 end
-local result = 'n'
-if found then result = 'i' elseif used < left then result = 'm' end
+local outcome = found and 'i' or (used < left and 'm' or 'n')
 h.v, h.g = h.v + 1, h.g + 1
-remember(h, tok, result, found and true or nil)
--- writes. The key never stops existing in between (see items_compact.lua): a
--- list from before headers gets its header (and stash) before its entries go.
-if h.new then
-  if found then redis.call('LPUSH', key, restash('', tok, found)) end
-  redis.call('LPUSH', key, dump(h))
-  redis.call('LTRIM', key, 0, -(used + 1))
-else
-  redis.call('LTRIM', key, 0, -(used + 1))
-  if found and s ~= '' then
-    redis.call('LSET', key, 1, restash(s, tok, found))
-  elseif found then  -- the stash goes in at index 1: in place of the header, then the header before it
-    redis.call('LSET', key, 0, restash('', tok, found))
-    h.new = true
-  end
-  save(key, h)
-end
-expire(key, ttl, left - used, false)
-if found then return found end
-return replay(result)
+remember(h, tok, outcome)
+-- writes: the header takes the place of the last entry removed
+redis.call('LTRIM', key, 0, -(used + 1))
+redis.call('LSET', key, -1, dump(h))
+if found then redis.call('LSET', key, 0, restash(redis.call('LINDEX', key, 0), tok, found)) end
+if ttl == 0 and not left then left = redis.call('LLEN', key) - 2 + used end
+expire(key, ttl, ttl > 0 and 1 or left - used)
+return found or replay(outcome)
