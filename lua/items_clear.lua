@@ -1,5 +1,5 @@
--- Clear a session: drop every item and the stash; keep a header with a new epoch and the
--- ring, which goes after min(TTL, TOKENS_RETAIN_MS).
+-- Clear a session: drop every item and the stash; keep the ring and a header with a new
+-- epoch, which go after min(TTL, TOKENS_RETAIN_MS).
 -- KEYS[1] the session's list (lua/items_lib.lua)
 -- ARGV[1] TTL in ms ('0': none), ARGV[2] the new epoch, ARGV[3] token.
 -- Replies 1, or 0 when there is no key (nothing is written). A re-sent call replies 1
@@ -15,7 +15,7 @@ if err then
 end
 if not h then return 0 end
 if token_find(h.ring, tok) then return 1 end
-local c = fresh(ARGV[2])
+local c = select(4, writes())(ARGV[2])
 c.v, c.g, c.ring = h.v + 1, h.g + 1, h.ring
 remember(c, tok, 'z')
 -- writes. The key is kept, not deleted and made again: on a slot being migrated, a key
@@ -23,6 +23,6 @@ remember(c, tok, 'z')
 -- then and there: its time grows with their bytes, not their count (items_compact.lua).
 redis.call('LTRIM', key, 0, 0)
 redis.call('LSET', key, 0, STASH)
-redis.call('RPUSH', key, dump(c))
+redis.call('RPUSH', key, STASH, c.ring, dump(c))
 redis.call('PEXPIRE', key, (ttl > 0 and ttl < TOKENS_RETAIN_MS) and ttl or TOKENS_RETAIN_MS)
 return 1

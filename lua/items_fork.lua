@@ -8,28 +8,23 @@
 -- stash are kept, so writes re-sent to it are still recognised. Copying nothing writes
 -- nothing. A re-sent call replies 1.
 local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[5]
+local refusal, longest, push, fresh = writes()
 local h, err = head(key)
 if err then return err end
 if h then
   local r = token_find(h.ring, tok)
   if r == false then return token_reused() end
   if r then return replay(r) end
-  if redis.call('LLEN', key) > 2 then return 0 end
+  if h.n > 0 then return 0 end
 end
 err = refusal(#ARGV - 5, 0, '0')
 if err then return err end
 if #ARGV < 6 then return 1 end
-local f = fresh(ARGV[2])
-f.v, f.from, f.at, f.b = 1, ARGV[3], ARGV[4], longest(ARGV, 6)
-if h then f.ring = h.ring end
+local f = fresh(ARGV[2], ARGV[3], ARGV[4])
+f.v, f.n, f.b = 1, #ARGV - 5, longest(ARGV, 6)
+if h then f.ring, f.p, f.s = h.ring, h.p, h.s end
 remember(f, tok, 'f')
 -- writes
-if h then
-  redis.call('LSET', key, -1, ARGV[6])
-  push(key, ARGV, 7, dump(f))
-else
-  redis.call('RPUSH', key, STASH)
-  push(key, ARGV, 6, dump(f))
-end
-expire(key, ttl, 1)
+if h then redis.call('LTRIM', key, 0, -3) else redis.call('RPUSH', key, STASH, STASH) end
+push(key, ARGV, 6, f, ttl)
 return 1

@@ -1,54 +1,50 @@
 -- Shared by the items_* scripts (redis_sessions/scripts.py puts lua/tokens.lua and this
 -- file in front of each). A session is ONE list in data format 1 (docs/key-layout.md,
--- redis_sessions/items/header.py): the stash at index 0, the items, the header last:
---   "\0h1 <v> <e> <g> <b> <from> <at>\n<ring>"
+-- redis_sessions/items/header.py):
+--   0, 1      the stash: two slots, '\0p' and, when a pop's entry is kept there, '<token>\n<entry>'
+--   2 .. n+1  the n items, oldest first (stored values: redis_sessions/codec.py)
+--   n+2       the ring (lua/tokens.lua)
+--   n+3       the header, last: '\0h1 <v> <g> <n> <p> <s> <b> <e> <from> <at>'
 -- Every script makes all its checks before its first write: Lua does not roll back.
+-- Each KB of string a script makes costs Redis about 1.5 us, so the ring is an entry of
+-- its own (read and written whole, never cut out of another string), the stash slots are
+-- written without being read, the header holds the item count (no LLEN) and keeps what a
+-- pop does not change as one piece, and what only the scripts that add items use is made
+-- by them alone (writes()): every function defined here is made again on every call.
 local MAGIC, STASH, FORMAT = '\0h', '\0p', '1'
-local POPS, POP_BYTES, SCAN_LIMIT, MAX_BATCH_ITEMS = 2, 65536, 1000, 10000
-local LINE = '^(%d+) (%d+) (%S+) (%d+) (%d+) (%S*) (%d*)[^\n]*\n()'
+local POP_BYTES, SCAN_LIMIT, MAX_BATCH_ITEMS = 65536, 1000, 10000
+local HEADER = '^%zh1 (%d+) (%d+) (%d+) ([01]) (%d+) (%d+)( (%S+) %S* %d*)'
 
--- Whether an entry starts as a stored value of data format 1 does (redis_sessions/codec.py):
--- the marker 0xc1, then a byte whose high four bits are the format.
-local function plausible(e)
-  local a, b = string.byte(e, 1, 2)
-  return a == 193 and b ~= nil and b >= 16 and b < 32
-end
-
--- The header of the session at key, parsed from last (its last entry, read here if not
--- given); nil when there is no key; or nil and the refusal: RSCORRUPT for a format-1
--- session whose header does not parse or is not last (its first entry is a stash),
--- RSVERSION for a list of another data format or of none (written before the first, or
--- by something else). A key of another type fails here (WRONGTYPE), before any write.
-local function head(key, last)
-  if last == nil then last = redis.call('LINDEX', key, -1) end
+-- The session at key, from tail (its last entries, read here if not given): its header
+-- as a table, with its ring; nil when there is no key; or nil and the refusal: RSCORRUPT
+-- for a format-1 session whose header does not parse or is not last (its first entry is
+-- a stash slot), RSVERSION for a list of another data format or of none (written before
+-- the first, or by something else). A key of another type fails here (WRONGTYPE).
+local function head(key, tail)
+  tail = tail or redis.call('LRANGE', key, -2, -1)
+  local last = tail[#tail]
   if not last then return nil end
+  local v, g, n, p, s, b, rest, e = string.match(last, HEADER)
+  if v and #tail > 1 and #v < 14 and #g < 14 and #n < 14 and #s < 14 and #b < 14 then
+    return {v = tonumber(v), g = tonumber(g), n = tonumber(n), p = tonumber(p), s = tonumber(s), b = tonumber(b),
+            rest = rest, e = e, ring = tail[#tail - 1]}
+  end
+  local word, why = 'RSVERSION', 'was written before the first data format, or not by this package'
   if string.sub(last, 1, 2) == MAGIC then
-    local f, v, e, g, b, from, at, ring = string.match(last, LINE, 3)
-    if f and f == FORMAT and #v <= 13 and #g <= 13 and #b <= 13 then
-      return {v = tonumber(v), e = e, g = tonumber(g), b = tonumber(b), from = from, at = at,
-              ring = string.sub(last, ring)}
-    end
     local told = string.match(last, '^(%d+) ', 3)
-    if not told or told == FORMAT then
-      return nil, redis.error_reply('RSCORRUPT ' .. key .. ': its header does not parse')
+    if told and told ~= FORMAT then
+      why = 'is in data format ' .. told
+    else
+      word, why = 'RSCORRUPT', 'has a header that does not parse'
     end
-    return nil, redis.error_reply('RSVERSION ' .. key .. ' is in data format ' .. told ..
-                                  '; this version reads data format ' .. FORMAT)
+  elseif string.sub(redis.call('LINDEX', key, 0) or '', 1, 2) == STASH then
+    word, why = 'RSCORRUPT', 'has another last entry than its header'
   end
-  if string.sub(redis.call('LINDEX', key, 0) or '', 1, 2) == STASH then
-    return nil, redis.error_reply('RSCORRUPT ' .. key .. ': its last entry is not its header')
-  end
-  return nil, redis.error_reply('RSVERSION ' .. key .. ' was written before the first data format, or not by ' ..
-                                'this package; this version reads data format ' .. FORMAT)
-end
-
-local function fresh(epoch)
-  return {v = 0, e = epoch, g = 0, b = 0, from = '', at = '', ring = '', new = true}
+  return nil, redis.error_reply(word .. ' ' .. key .. ' ' .. why .. '; this version reads data format ' .. FORMAT)
 end
 
 local function dump(h)
-  return MAGIC .. FORMAT .. ' ' .. string.format('%.0f %s %.0f %.0f %s %s\n', h.v, h.e, h.g, h.b, h.from, h.at)
-         .. h.ring
+  return MAGIC .. FORMAT .. ' ' .. h.v .. ' ' .. h.g .. ' ' .. h.n .. ' ' .. h.p .. ' ' .. h.s .. ' ' .. h.b .. h.rest
 end
 
 -- Add tok's write, which answered outcome, to the header's ring (lua/tokens.lua).
@@ -65,78 +61,60 @@ local function replay(r)
   return 1
 end
 
--- Why a write of count items, after which the session holds items, is refused; nil if it
--- is not: more than MAX_BATCH_ITEMS in one write (the caller checks first), or more than
--- cap, the session's max_items ('0': none).
-local function refusal(count, items, cap)
-  if count > MAX_BATCH_ITEMS then
-    return redis.error_reply('RSFULL ' .. count .. ' items in one write; at most ' .. MAX_BATCH_ITEMS)
+-- What the scripts that make sessions or add items use, made by them alone.
+local function writes()
+  -- A new session's header; from and at: what it was forked from, if it was.
+  local function fresh(epoch, from, at)
+    return {v = 0, g = 0, n = 0, p = 0, s = 0, b = 0, e = epoch, rest = ' ' .. epoch .. ' ' .. (from or '') .. ' '
+            .. (at or ''), ring = '', new = true}
   end
-  cap = tonumber(cap)
-  if cap > 0 and items > cap then
-    return redis.error_reply('RSFULL the session would hold ' .. items .. ' items; at most ' .. cap .. ' (max_items)')
-  end
-end
 
--- The longest of A[from], A[from + 1], ... (the entries a write adds).
-local function longest(A, from)
-  local b = 0
-  for i = from, #A do
-    if #A[i] > b then b = #A[i] end
-  end
-  return b
-end
-
--- RPUSH A[from..#A] and then last, a thousand arguments a call.
-local function push(key, A, from, last)
-  for i = from, #A, 1000 do
-    local hi = math.min(i + 999, #A)
-    if hi < #A then
-      redis.call('RPUSH', key, unpack(A, i, hi))
-    else
-      local chunk = {unpack(A, i, hi)}
-      chunk[#chunk + 1] = last
-      redis.call('RPUSH', key, unpack(chunk))
+  -- Why a write of count items, after which the session holds items, is refused; nil if
+  -- it is not: more than MAX_BATCH_ITEMS in one write (the caller checks first), or more
+  -- than cap, the session's max_items (0: none).
+  local function refusal(count, items, cap)
+    if count > MAX_BATCH_ITEMS then
+      return redis.error_reply('RSFULL ' .. count .. ' items in one write; at most ' .. MAX_BATCH_ITEMS)
+    end
+    cap = tonumber(cap)
+    if cap > 0 and items > cap then
+      return redis.error_reply('RSFULL the session would hold ' .. items .. ' items; at most ' .. cap ..
+                               ' (max_items)')
     end
   end
-  if from > #A then redis.call('RPUSH', key, last) end
-end
 
--- The TTL after a write that leaves the session with items: the session's; without one,
--- a session left with none keeps its ring TOKENS_RETAIN_MS, and one with items none.
-local function expire(key, ttl, items)
-  if ttl > 0 then
-    redis.call('PEXPIRE', key, ttl)
-  elseif items == 0 then
-    redis.call('PEXPIRE', key, TOKENS_RETAIN_MS)
-  else
-    redis.call('PERSIST', key)
+  -- The longest of A[from], A[from + 1], ... (the entries a write adds).
+  local function longest(A, from)
+    local b = 0
+    for i = from, #A do
+      if #A[i] > b then b = #A[i] end
+    end
+    return b
   end
-end
 
--- The entry tok's pop removed, from stash s; nil if it is not there (anymore).
-local function unstash(s, tok)
-  local q, want = #STASH + 1, tok .. '\n'
-  for _ = 1, POPS do
-    local len, r = string.match(s, '^(%d+):()', q)
-    if not len then return nil end
-    local nxt = r + tonumber(len)
-    if string.sub(s, r, r + #want - 1) == want then return string.sub(s, r + #want, nxt - 1) end
-    q = nxt
+  -- RPUSH A[from..#A], then h's ring and header, a thousand arguments a call; then the
+  -- TTL: the session's, or without one, none for a session with items and
+  -- TOKENS_RETAIN_MS (for its ring) for one without.
+  local function push(key, A, from, h, ttl)
+    local i = from
+    repeat
+      local hi = math.min(i + 999, #A)
+      local chunk = {unpack(A, i, hi)}
+      if hi == #A then
+        chunk[#chunk + 1] = h.ring
+        chunk[#chunk + 1] = dump(h)
+      end
+      redis.call('RPUSH', key, unpack(chunk))
+      i = hi + 1
+    until i > #A
+    if ttl > 0 then
+      redis.call('PEXPIRE', key, ttl)
+    elseif h.n == 0 then
+      redis.call('PEXPIRE', key, TOKENS_RETAIN_MS)
+    else
+      redis.call('PERSIST', key)
+    end
   end
-  return nil
-end
 
--- Stash s with tok's popped entry as the newest, keeping older ones while there are at
--- most POPS and all fit in POP_BYTES (the newest is always kept).
-local function restash(s, tok, entry)
-  local size, total, q = #tok + 1 + #entry, 0, #STASH + 1
-  local keep = q - 1
-  for _ = 2, POPS do
-    local len, r = string.match(s, '^(%d+):()', q)
-    if not len or total + (r - q) + tonumber(len) + size > POP_BYTES then break end
-    total, q = total + (r - q) + tonumber(len), r + tonumber(len)
-    keep = q - 1
-  end
-  return STASH .. size .. ':' .. tok .. '\n' .. entry .. string.sub(s, #STASH + 1, keep)
+  return refusal, longest, push, fresh
 end

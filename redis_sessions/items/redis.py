@@ -499,14 +499,16 @@ class RedisSession:
         return await self._check(last[0]) if last else None
 
     async def _tail(self, count: int) -> tuple[Optional[Header], Entries, bool]:
-        """One LRANGE of the header and the ``count`` entries before it (oldest first), and
-        whether they are all the session holds."""
-        part = await self._lrange(-(count + 1), -1)
+        """One LRANGE of the header and the ``count`` entries before the ring (oldest
+        first), and whether they are all the session's items."""
+        part = await self._lrange(-(count + 2), -1)
         if not part:
             return None, [], True
-        whole = len(part) <= count or hd.is_stash(part[0])  # index 0, the stash, came too
-        head = await self._check(part[-1], part[0] if whole else None)
-        return head, part[1:-1] if whole else part[:-1], whole
+        head = await self._check(part[-1], part[0] if len(part) < count + 2 else None)
+        entries = part[:-2]
+        if len(entries) >= head.count:
+            return head, entries[len(entries) - head.count:], True
+        return head, entries, False
 
     async def _newest(self, want: int) -> tuple[Optional[Header], list[Item]]:
         """The newest ``want`` valid items: one LRANGE, unless the session holds more than
@@ -517,13 +519,12 @@ class RedisSession:
         if head is None or whole or len(items) >= want:
             return head, items[-want:]
         for _ in range(MAX_RESTARTS):
-            # Pages by index from the end the header saw: appends after it move nothing;
-            # anything else changes e or g, and the header read after the pages says so.
-            end = await self.edge.command("LLEN", self._items_key, where=self._where) - 2
+            # The items the header counted, by index from the newest back: appends after it
+            # move none of them; anything else changes e or g, as the header read after says.
             pages: list[list[Item]] = []
-            found = 0
-            while end >= 1 and found < want:
-                start = max(1, end - self._page(head.largest) + 1)
+            end, found = head.count + 1, 0
+            while end >= 2 and found < want:
+                start = max(2, end - self._page(head.largest) + 1)
                 pages.append(self._decode(await self._lrange(start, end)))
                 found += len(pages[-1])
                 end = start - 1
@@ -544,19 +545,22 @@ class RedisSession:
                 enough(entries, 0)
             return head, entries
         for _ in range(MAX_RESTARTS):
-            # Pages by index from the start; the page that reaches the end holds the header
-            # last. Appends only add at the end; anything else changes e or g.
+            # Pages by index from the first item; the last one reads on through the ring and
+            # the header, which say whether anything but appends came meanwhile.
             entries = []
             while True:
                 count, start = self._page(head.largest), len(entries)
-                part = await self._lrange(start + 1, start + count)
-                ended = bool(part) and (len(part) < count or hd.is_header(part[-1]))
-                now = await self._check(part[-1]) if ended else None
-                entries.extend(part[:-1] if ended else part)
+                last = start + count >= head.count
+                part = await self._lrange(start + 2, -1 if last else start + count + 1)
+                now: Optional[Header] = None
+                if last and part:
+                    now = await self._check(part[-1])
+                    part = part[:-2]
+                entries.extend(part)
                 stop = enough is not None and enough(entries, start)
-                if part and not ended and not stop:
+                if not last and not stop:
                     continue
-                if not ended:  # stopped early, or the list got shorter under the read
+                if not last:
                     now = await self._last()
                 if now is None or _same(head, now):
                     return now, entries if now is not None else []
