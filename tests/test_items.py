@@ -60,14 +60,22 @@ _INSERT = """
 local tail = redis.call('LRANGE', KEYS[1], -2, -1)
 local before, n, after = string.match(tail[2], '^(%z%S+ %d+ %d+ )(%d+)( .*)$')
 redis.call('LTRIM', KEYS[1], 0, -3)
-redis.call('RPUSH', KEYS[1], ARGV[1], tail[1], before .. (tonumber(n) + 1) .. after)
+for i = 1, #ARGV, 1000 do redis.call('RPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV))) end
+redis.call('RPUSH', KEYS[1], tail[1], before .. (tonumber(n) + #ARGV) .. after)
 """
 
 
-async def push_raw(b: Backend, sid: str, data: bytes) -> None:
-    """``data`` as the session's newest entry, counted by its header: an entry that is no
-    item of this format, as damage in place or a writer of another version would leave."""
-    await b.client.eval(_INSERT, 1, KeySpace(b.prefix).session_items(sid), data)
+async def push_raw(b: Backend, sid: str, *data: bytes) -> None:
+    """``data`` as the session's newest entries, counted by its header: entries that are no
+    items of this format, as damage in place or a writer of another version would leave."""
+    await bury(b.client, KeySpace(b.prefix).session_items(sid), list(data))
+
+
+async def bury(client: Any, key: str, entries: list[bytes]) -> None:
+    """``entries`` after the items of the session at ``key``, as its header counts them, in
+    batches of 10,000 (a test's way to a long session; the package writes 10,000 a call)."""
+    for at in range(0, len(entries), 10_000):
+        await client.eval(_INSERT, 1, key, *entries[at:at + 10_000])
 
 
 async def prefix_keys(b: Backend) -> list[str]:

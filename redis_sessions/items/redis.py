@@ -370,7 +370,7 @@ class RedisSession:
                     size[0] += plain_size(entry)
             return len(copied) == want or size[0] > opts.max_batch_bytes
 
-        head, _ = await self._everything(enough)
+        head, _ = await self._everything(enough, want)
         await self._slide(head)
         if len(copied) > most:
             bound = "in one call" if most == hd.MAX_BATCH_ITEMS else f"in a session of max_items={opts.max_items}"
@@ -534,11 +534,12 @@ class RedisSession:
             head = now
         raise _restless(self._where)
 
-    async def _everything(self, enough: Optional[Callable[[Entries, int], bool]] = None
+    async def _everything(self, enough: Optional[Callable[[Entries, int], bool]] = None, want: int = 0
                           ) -> tuple[Optional[Header], Entries]:
         """Every entry of the session, oldest first, read consistently, and the header last
         read; or, with ``enough(entries, start)`` (called after each part with where it
-        starts in them, 0 for a read that starts over), the entries up to where it says."""
+        starts in them, 0 for a read that starts over), the entries up to where it says,
+        read ``want`` at a time at most (what it will likely need)."""
         head, entries, whole = await self._tail(min(FIRST_ENTRIES, self._blind))
         if whole or head is None:
             if enough is not None:
@@ -550,6 +551,8 @@ class RedisSession:
             entries = []
             while True:
                 count, start = self._page(head.largest), len(entries)
+                if want:
+                    count = min(count, max(FIRST_ENTRIES, want - start))
                 last = start + count >= head.count
                 part = await self._lrange(start + 2, -1 if last else start + count + 1)
                 now: Optional[Header] = None
@@ -558,9 +561,9 @@ class RedisSession:
                     part = part[:-2]
                 entries.extend(part)
                 stop = enough is not None and enough(entries, start)
-                if not last and not stop:
+                if not last and not stop and len(part) == count:
                     continue
-                if not last:
+                if not last:  # stopped early, or the list got shorter under the read
                     now = await self._last()
                 if now is None or _same(head, now):
                     return now, entries if now is not None else []
