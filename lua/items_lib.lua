@@ -97,16 +97,14 @@ local function writes()
   -- TOKENS_RETAIN_MS (for its ring) for one without.
   local function push(key, A, from, h, ttl)
     local i = from
-    repeat
-      local hi = math.min(i + 999, #A)
-      local chunk = {unpack(A, i, hi)}
-      if hi == #A then
-        chunk[#chunk + 1] = h.ring
-        chunk[#chunk + 1] = dump(h)
-      end
-      redis.call('RPUSH', key, unpack(chunk))
-      i = hi + 1
-    until i > #A
+    while #A - i >= 1000 do
+      redis.call('RPUSH', key, unpack(A, i, i + 999))
+      i = i + 1000
+    end
+    local last = {unpack(A, i, #A)}  -- at most 1000, with the ring and the header after them
+    last[#last + 1] = h.ring
+    last[#last + 1] = dump(h)
+    redis.call('RPUSH', key, unpack(last))
     if ttl > 0 then
       redis.call('PEXPIRE', key, ttl)
     elseif h.n == 0 then
