@@ -320,7 +320,8 @@ class RedisSession:
 
     async def ping(self) -> bool:
         """Whether Redis answers within the time budget, as the SDK's ``ping()``: False
-        rather than an error, except on a closed session, which raises."""
+        rather than an error, except on a closed session, which raises. What is asked is
+        the node that holds the session (a cluster's ``PING`` would ask every node)."""
         self.link.check_open()
         try:
             await self._ping()
@@ -332,7 +333,7 @@ class RedisSession:
 
     @bounded
     async def _ping(self) -> None:
-        await self.edge.command("PING", where=self._where)
+        await self.edge.command("EXISTS", self._items_key, where=self._where)
 
     # -- beyond the protocol -----------------------------------------------------------
     @bounded
