@@ -12,10 +12,12 @@ import pytest
 import zstandard
 
 from chains import make_store, plant, record
+from test_items import bury
 from conftest import Backend
 from redis_sessions import ErrorCode, RedisConversationStore, RedisSession, SessionError
-from redis_sessions.codec import (COMPRESS_MIN_BYTES, DICTIONARY, MAX_EXPANDED_BYTES, PACKED, ZSTD, ZSTD_DICTIONARY,
-                                  ZSTD_LEVEL, decode_item, decode_session, encode, pack)
+from redis_sessions.codec import (COMPRESS_MIN_BYTES, DICTIONARY, FORMAT, MAX_EXPANDED_BYTES, ZSTD, ZSTD_DICTIONARY,
+                                  ZSTD_LEVEL, decode_item, decode_session, encode, is_value, pack)
+from redis_sessions.codec import MARK as PACKED
 from redis_sessions.responses.store import encode_record
 
 WORDS = ("the a of to and in that is was for it with as his on be at by had not are but from or have an they "
@@ -71,7 +73,7 @@ async def test_items_and_conversations_round_trip_compressed(backend: Backend) -
     assert await session.get_items() == items
     assert await session.get_items(2) == items[-2:]
     stored = await backend.client.lrange(session._items_key, 0, -1)
-    packed = [e for e in stored if e[:1] == bytes([PACKED])]
+    packed = [e for e in stored if is_value(e) and e[1] & ZSTD]
     assert len(packed) == 3 and all(len(e) < 1500 for e in packed)
     assert await session.pop_item() == items[-1]
     assert await session.pop_item() == items[-2]  # a packed item: pops never drop it as a non-item
@@ -91,18 +93,23 @@ async def test_what_the_version_before_wrote_still_reads(backend: Backend) -> No
     old = record(rid, None, "the question", payload=" and a longer answer " * 40)
     blob = encode_record(old, compact=True)
     assert hashlib.sha256(blob).hexdigest() == "6a3480ba196c08b17d0b6ba4b4213a2b63a91a794c28da299d32106024337452"
-    old_item = {"type": "message", "role": "user", "content": "word " * 200}
-    entry = encode(old_item)
-    assert hashlib.sha256(entry).hexdigest() == "f9afc543365d45a73e54767081d1817af91982b9bbedc502d4ac32d0e7ca4ece"
-
     store = make_store(backend, compression=True)
     await plant(backend, store, "00000000000000ab", {rid: ("", blob)})
     assert await store.get(rid) == old
     assert (await store.resolve_chain(rid)).sessions == [old]
 
+
+
+async def test_an_item_is_stored_as_the_version_before_encoded_it(backend: Backend) -> None:
+    """compression=False stores an item as the marker and the very msgpack of the version
+    before compression (pinned by its hash, taken from 8d6e007); a compressing session
+    reads it."""
+    old_item = {"type": "message", "role": "user", "content": "word " * 200}
+    entry = encode(old_item)
+    assert hashlib.sha256(entry).hexdigest() == "f9afc543365d45a73e54767081d1817af91982b9bbedc502d4ac32d0e7ca4ece"
     writer = RedisSession("old", client=backend.client, key_prefix=backend.prefix, compression=False)
     await writer.add_items([old_item])
-    assert await backend.client.lindex(writer._items_key, -1) == entry
+    assert await backend.client.lindex(writer._items_key, -3) == bytes([PACKED, FORMAT << 4]) + entry  # the newest
     reader = RedisSession("old", client=backend.client, key_prefix=backend.prefix)
     assert await reader.get_items() == [old_item]
     assert await reader.pop_item() == old_item
@@ -242,7 +249,7 @@ def test_a_foreign_frame_or_trailing_bytes_are_corrupt() -> None:
 
 
 def _bomb(size: int) -> bytes:
-    return bytes([PACKED, ZSTD]) + zstandard.ZstdCompressor(write_content_size=True, write_checksum=True).compress(
+    return bytes([PACKED, FORMAT << 4 | ZSTD]) + zstandard.ZstdCompressor(write_content_size=True, write_checksum=True).compress(
         encode({"blob": "\0" * size}))
 
 
@@ -254,7 +261,7 @@ async def test_a_body_that_would_inflate_past_the_stores_limit_is_refused_before
     assert len(bomb) < 8192
     session = RedisSession("bomb", client=backend.client, key_prefix=backend.prefix, max_item_bytes=1 << 20)
     await session.add_items([item(1, 100)])
-    await backend.client.rpush(session._items_key, bomb)
+    await bury(backend.client, session._items_key, [bomb])
     assert await session.get_items() == [item(1, 100)]  # an entry that does not decode is no item
     with pytest.raises(SessionError) as err:
         decode_item(bomb, "here", 1 << 20)
