@@ -1,39 +1,27 @@
 -- Append encoded items, atomically, and set the session's TTL. Returns v.
--- KEYS[1] the session's list
--- ARGV[1] ttl in ms ("0": none), ARGV[2] epoch if the session is new,
--- ARGV[3] token, ARGV[4] max_items ("0": none), ARGV[5..] the encoded items,
--- oldest first.
--- A re-sent call (its token in the ring) appends nothing and returns the v
--- the first run returned. A list from before headers gets one first. Refused
--- (RSFULL) past MAX_BATCH_ITEMS items in the call, or past max_items in the
--- session (entries below the header, the stash aside). Its work is the call's
--- items and the header: no command here depends on the list's length.
+-- KEYS[1] the session's list (lua/items_lib.lua)
+-- ARGV[1] TTL in ms ('0': none), ARGV[2] the epoch if the session is new, ARGV[3] token,
+-- ARGV[4] max_items ('0': none), ARGV[5..] the encoded items, oldest first.
+-- A re-sent call (its token in the ring) appends nothing and returns the v the first
+-- run returned. Refused (RSFULL) past MAX_BATCH_ITEMS items in the call, or past
+-- max_items in the session. Its work is the call's items and the list's last two
+-- entries: no command here depends on the list's length.
 local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[3]
-local h, why = load(key)
-if why == 'corrupt' then return corrupt('header') end
-local len = 0
+local refusal, longest, push, fresh = writes()
+local h, err = head(key)
+if err then return err end
 if h then
-  local r = find(h, tok)
+  local r = token_find(h.ring, tok)
   if r == false then return token_reused() end
   if r then return replay(r) end
-  len = redis.call('LLEN', key) - 1 - (hinted(h) and 1 or 0)  -- the stash is no item
-elseif why == 'old' then
-  len = redis.call('LLEN', key)
 end
-local n = #ARGV
-local err = refusal(n - 4, len + n - 4, ARGV[4])
+local count = #ARGV - 4
+err = refusal(count, (h and h.n or 0) + count, ARGV[4])
 if err then return err end
-if not h then
-  h = fresh(ARGV[2])
-  if why == 'old' then h.b = nil end  -- a list from before headers: its largest is not known
-end
-if h.b then h.b = math.max(h.b, longest(ARGV, 5)) end
-h.v = h.v + 1
+if not h then h = fresh(ARGV[2]) end
+h.v, h.n, h.b = h.v + 1, h.n + count, math.max(h.b, longest(ARGV, 5))
 remember(h, tok, 'a' .. h.v)
--- writes
-for i = 5, n, 1000 do
-  redis.call('RPUSH', key, unpack(ARGV, i, math.min(i + 999, n)))
-end
-save(key, h)
-expire(key, ttl, 1, len == 0)
+-- writes: the items go where the ring and the header were, and those after them
+if h.new then redis.call('RPUSH', key, STASH, STASH) else redis.call('LTRIM', key, 0, -3) end
+push(key, ARGV, 5, h, ttl)
 return h.v

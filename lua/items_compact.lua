@@ -1,62 +1,55 @@
--- Replace the first N items with a compacted list, only if nothing but
--- appends happened since they were read (1), else 0 and nothing changes.
--- KEYS[1] the session's list
--- ARGV[1] ttl in ms ("0": none), ARGV[2] epoch and ARGV[3] rewrites (g)
--- seen at read time, ARGV[4] N (items read), ARGV[5] token, ARGV[6] max_items
--- ("0": none), ARGV[7..] the replacement items.
--- Pop, clear and compaction bump g; clear, a fork onto the id and expiry
--- change the epoch. Appends change neither and only add at the tail, so
--- items 1..N (index 0 is the header) are exactly what was read, and anything
--- after them stays after the replacement. A stash (index 1) is one of the N
--- entries read, so it goes too. Refused (RSFULL) past MAX_BATCH_ITEMS
--- replacement items, or if the session would grow past max_items entries (one
--- that shrinks is never refused). A re-sent call replies 1.
--- The N entries go in one LTRIM, which frees their memory then and there: its
--- time grows with their bytes, not their count (a list's entries are packed
--- into nodes of about 8 KB, and whole nodes are freed), as DEL's or the key's
--- expiry's would. An UNLINK (freed later, in the background) would need the
--- key gone and made again within the script, which a slot being migrated
--- refuses halfway, after the UNLINK.
-local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[5]
-local h, why = load(key)
-if why == 'corrupt' then return corrupt('header') end
+-- Replace the first N items with a compacted list, only if nothing but appends happened
+-- since they were read (1), else 0 and nothing changes.
+-- KEYS[1] the session's list (lua/items_lib.lua)
+-- ARGV[1] TTL in ms ('0': none), ARGV[2] the epoch and ARGV[3] the rewrites (g) seen at
+-- read time, ARGV[4] N (entries read), ARGV[5] token, ARGV[6] max_items ('0': none),
+-- ARGV[7..] the replacement items.
+-- Pops, clears and compactions bump g; a clear, a fork onto the id and expiry change the
+-- epoch. Appends change neither and only add after the items, so items 1..N are exactly
+-- what was read, and anything after them stays after the replacement. Refused (RSFULL)
+-- past MAX_BATCH_ITEMS replacement items, or if the session would grow past max_items
+-- (one that shrinks is never refused). A re-sent call replies 1.
+-- The N entries go in one LTRIM, which frees their memory then and there: its time grows
+-- with their bytes, not their count (a list's entries are packed into nodes of about
+-- 8 KB, and whole nodes are freed), as DEL's or the key's expiry's would. An UNLINK
+-- (freed later, in the background) would need the key gone and made again within the
+-- script, which a slot being migrated refuses halfway, after the UNLINK.
+local key, ttl, tok, n = KEYS[1], tonumber(ARGV[1]), ARGV[5], tonumber(ARGV[4])
+local refusal, longest, push, fresh = writes()
+local h, err = head(key)
+if err then return err end
 if not h then return 0 end
-local r = find(h, tok)
+local r = token_find(h.ring, tok)
 if r == false then return token_reused() end
 if r then return replay(r) end
-if h.e ~= ARGV[2] or h.g ~= tonumber(ARGV[3]) then return 0 end
-local n = tonumber(ARGV[4])
-local len = redis.call('LLEN', key)
-if len - 1 < n then return 0 end
-local items = len - 1 - n + #ARGV - 6
-local err = refusal(#ARGV - 6, items, items > len - 1 and ARGV[6] or '0')
+if h.e ~= ARGV[2] or h.g ~= tonumber(ARGV[3]) or h.n < n then return 0 end
+if redis.call('LLEN', key) ~= h.n + 4 then return redis.error_reply('RSCORRUPT ' .. key .. ' counts items it does not hold') end
+local had, count = h.n, #ARGV - 6
+h.n = had - n + count
+err = refusal(count, h.n, h.n > had and ARGV[6] or '0')
 if err then return err end
-h.v, h.g = h.v + 1, h.g + 1
-if h.b then h.b = math.max(h.b, longest(ARGV, 7)) end
-remember(h, tok, 'c', false)
--- writes. The key never stops existing in between: on a slot being migrated,
--- a key that vanished and came back within one script is refused halfway,
--- and the writes before the refusal would stay.
-if len - 1 > n then
-  -- Items were appended after the ones read: drop the header and the N items,
-  -- then push the replacement (newest first, LPUSH a b c yields c b a) and the header.
-  redis.call('LTRIM', key, n + 1, -1)
+h.v, h.g, h.b = h.v + 1, h.g + 1, math.max(h.b, longest(ARGV, 7))
+remember(h, tok, 'c')
+-- writes. The key never stops existing in between: on a slot being migrated, a key that
+-- vanished and came back within one script is refused halfway, after the first writes.
+if had > n then
+  -- Items were appended after the ones read: keep those alone, then push the
+  -- replacement and the stash before them (LPUSH a b c makes c b a), the ring and
+  -- the header after.
+  local stash = redis.call('LRANGE', key, 0, 1)
+  redis.call('LTRIM', key, n + 2, -3)
   local hi = #ARGV
   while hi >= 7 do
-    local lo = math.max(7, hi - 999)
-    local chunk = {}
+    local lo, chunk = math.max(7, hi - 999), {}
     for i = hi, lo, -1 do chunk[#chunk + 1] = ARGV[i] end
     redis.call('LPUSH', key, unpack(chunk))
     hi = lo - 1
   end
-  h.new = true
+  redis.call('LPUSH', key, stash[2], stash[1])
+  push(key, ARGV, #ARGV + 1, h, ttl)
 else
-  -- The N items are all there is: keep the header, append the replacement.
-  redis.call('LTRIM', key, 0, 0)
-  for i = 7, #ARGV, 1000 do
-    redis.call('RPUSH', key, unpack(ARGV, i, math.min(i + 999, #ARGV)))
-  end
+  -- The N items are all there is: keep the stash, push the replacement, ring and header.
+  redis.call('LTRIM', key, 0, 1)
+  push(key, ARGV, 7, h, ttl)
 end
-save(key, h)
-expire(key, ttl, items, len == 1 or (len == 2 and hinted(h)))
 return 1

@@ -1,65 +1,73 @@
--- Remove and return the newest plausible item, dropping non-items on the way.
--- KEYS[1] the session's list
--- ARGV[1] ttl in ms ("0": none), ARGV[2] epoch for a list from before
--- headers, ARGV[3] token, ARGV[4] how many entries to look at at most
--- (capped at SCAN_LIMIT).
--- Replies the entry; nil when there is none; 1 when it met its limit of
--- non-items first (they are dropped; the caller calls again, with a new
--- token). Never pops the header or the stash: a session whose last item goes
--- keeps them, and so its ring, for its TTL (TOKENS_RETAIN_MS without one). The item
--- goes to the stash at index 1, not to the header, so later writes do not
--- carry it. A re-sent call replies what the first run replied (its item from
--- the stash) and removes nothing more. Reads the tail in doubling windows
--- first, then removes what it read with one LTRIM: all checks before the
--- first write. Bumps v and g.
-local key, ttl, tok, limit = KEYS[1], tonumber(ARGV[1]), ARGV[3], clamp(ARGV[4])
-local h, why = load(key)
-if why == 'corrupt' then return corrupt('header') end
-if why == 'none' then return false end
-if h then
-  local r = find(h, tok)
-  if r == false then return token_reused() end
-  if r == 'i' then return unstash(stash(key, h), tok) or replay('x') end
-  if r then return replay(r) end
+-- Remove and return the newest item, dropping non-items on the way.
+-- KEYS[1] the session's list (lua/items_lib.lua)
+-- ARGV[1] TTL in ms ('0': none), ARGV[2] token, ARGV[3] how many entries to look at at
+-- most (capped at SCAN_LIMIT).
+-- Replies the entry; nil when there is none; 1 when it met its limit of non-items first
+-- (they are dropped; the caller calls again, with a new token). The entry goes into the
+-- stash slot of the older pop, which the newest one's keeps while both fit in POP_BYTES,
+-- so a re-sent call replies what the first run removed and removes nothing more. A
+-- session whose last item goes keeps its stash, ring and header for its TTL
+-- (TOKENS_RETAIN_MS without one). Bumps v and g.
+local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[2]
+
+-- Whether an entry starts as a stored value of data format 1 does (redis_sessions/codec.py):
+-- the marker 0xc1, then a byte whose high four bits are the format.
+local function plausible(e)
+  local a, b = string.byte(e, 1, 2)
+  return a == 193 and b ~= nil and b >= 16 and b < 32
 end
-local s = stash(key, h)
-local len = redis.call('LLEN', key)
-local left = len - (h and 1 or 0) - (s ~= '' and 1 or 0)
-if left == 0 then return false end
-if not h then h = fresh(ARGV[2]) end
-local found, used, window = false, 0, 1
-while not found and used < left and used < limit do
-  local take = math.min(window, left - used, limit - used)
-  local part = redis.call('LRANGE', key, -(used + take), -(used + 1))
-  for i = #part, 1, -1 do
-    used = used + 1
-    if plausible(part[i]) then
-      found = part[i]
-      break
+
+local tail = redis.call('LRANGE', key, -3, -1)  -- the newest entry, the ring, the header
+local h, err = head(key, tail)
+if not h then return err or false end
+local r = token_find(h.ring, tok)
+if r == 'i' then
+  local want = STASH .. tok .. '\n'
+  for _, slot in ipairs(redis.call('LRANGE', key, 0, 1)) do
+    if string.sub(slot, 1, #want) == want then return string.sub(slot, #want + 1) end
+  end
+  return redis.error_reply('RSFORGOTTEN this pop already ran; its item is no longer remembered')
+end
+if r then return replay(r) end
+if h.n == 0 then return false end
+local found, used, left = false, 1, h.n
+if plausible(tail[1]) then
+  found = tail[1]
+else  -- a non-item: read back in doubling windows, at most limit entries
+  left = redis.call('LLEN', key) - 4  -- counted again: it drops what it reads
+  if left < 1 then return redis.error_reply('RSCORRUPT ' .. key .. ' counts items it does not hold') end
+  local limit, window = math.max(1, math.min(tonumber(ARGV[3]), SCAN_LIMIT)), 1
+  while not found and used < left and used < limit do
+    local take = math.min(window, left - used, limit - used)
+    local part = redis.call('LRANGE', key, -(used + take + 2), -(used + 3))
+    for i = #part, 1, -1 do
+      used = used + 1
+      if plausible(part[i]) then
+        found = part[i]
+        break
+      end
     end
+    window = window * 2
   end
-  window = window * 2
 end
-local result = 'n'
-if found then result = 'i' elseif used < left then result = 'm' end
-h.v, h.g = h.v + 1, h.g + 1
-remember(h, tok, result, found and true or nil)
--- writes. The key never stops existing in between (see items_compact.lua): a
--- list from before headers gets its header (and stash) before its entries go.
-if h.new then
-  if found then redis.call('LPUSH', key, restash('', tok, found)) end
-  redis.call('LPUSH', key, dump(h))
-  redis.call('LTRIM', key, 0, -(used + 1))
-else
-  redis.call('LTRIM', key, 0, -(used + 1))
-  if found and s ~= '' then
-    redis.call('LSET', key, 1, restash(s, tok, found))
-  elseif found then  -- the stash goes in at index 1: in place of the header, then the header before it
-    redis.call('LSET', key, 0, restash('', tok, found))
-    h.new = true
-  end
-  save(key, h)
+local outcome, slot, drop = found and 'i' or (used < left and 'm' or 'n'), 1 - h.p, false
+if found then  -- it goes in the older pop's slot; the newer pop stays while both fit
+  local size = #tok + 1 + #found
+  drop = h.s + size > POP_BYTES
+  h.p, h.s = slot, size
 end
-expire(key, ttl, left - used, false)
-if found then return found end
-return replay(result)
+h.v, h.g, h.n = h.v + 1, h.g + 1, left - used
+remember(h, tok, outcome)
+-- writes: the ring and the header take the place of what was removed
+redis.call('LTRIM', key, 0, -(used + 3))
+redis.call('RPUSH', key, h.ring, dump(h))
+if found then
+  redis.call('LSET', key, slot, STASH .. tok .. '\n' .. found)
+  if drop then redis.call('LSET', key, 1 - slot, STASH) end
+end
+if ttl > 0 then
+  redis.call('PEXPIRE', key, ttl)
+elseif h.n == 0 then  -- emptied: its ring goes after a while
+  redis.call('PEXPIRE', key, TOKENS_RETAIN_MS)
+end
+return found or replay(outcome)

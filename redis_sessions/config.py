@@ -12,12 +12,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from .conversations import ConversationOptions, ConversationStore, RedisConversationStore, SyncConversationStore
 from .errors import ErrorCode, SessionError
 from .ids import validate_id
-from .items import ItemSession, RedisSession, SyncRedisSession
+from .items import RedisSession, SyncRedisSession
 from .keys import DEFAULT_PREFIX
 from .limits import DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL_SECONDS, MAX_BATCH_BYTES
 from .budget import DEFAULT_TIMEOUT
 from .replication import DEFAULT_ACK_TIMEOUT, MAX_REPLICA_ACKS
-from .options import ItemOptions, ResponseOptions
+from .options import ItemOptions, ResponseOptions, SessionOptions
 from .responses.store import RedisResponseSessionStore
 from .responses.sync import SyncResponseSessionStore
 
@@ -154,12 +154,12 @@ def create_response_session_store(config: SessionConfig, *,
     return RedisResponseSessionStore.from_url(config.url, **_url(config), **options)
 
 
-def create_item_session(config: SessionConfig, session_id: str) -> ItemSession:
+def create_item_session(config: SessionConfig, session_id: str) -> RedisSession:
     """An Agents SDK session for ``session_id`` with the config's backend, prefix and TTL.
 
     A Redis session built here owns its client: ``await session.close()`` when done.
     """
-    options = options_of(config, ItemOptions.__struct_fields__)
+    options = options_of(config, SessionOptions.__struct_fields__)
     if config.store_backend == "memory":
         from .memory import MemorySession
 
@@ -202,7 +202,7 @@ def create_sync_response_session_store(config: SessionConfig, *,
 
 def create_sync_item_session(config: SessionConfig, session_id: str) -> SyncRedisSession:
     """:func:`create_item_session` for synchronous code (``session.close()`` when done)."""
-    options = options_of(config, ItemOptions.__struct_fields__)
+    options = options_of(config, SessionOptions.__struct_fields__)
     if config.store_backend == "memory":
         from .memory import SHARED_SERVER, sync_client
 

@@ -148,16 +148,11 @@ class MemoryConversationStore(RedisConversationStore):
 class MemorySession(RedisSession):
     """An item session in this process: a :class:`RedisSession` on an in-process fakeredis
     server (``server``, else the process-wide one). ``close()`` releases the running
-    loop's client; the session stays usable."""
+    loop's client; the session stays usable. A fork stays on its session's server."""
 
     def __init__(self, session_id: str, *, server: Optional[fakeredis.FakeServer] = None, **options: Any) -> None:
         self.server = _server(server) if server is not None else SHARED_SERVER
         super().__init__(session_id, link=_link(self.server), **options)
-
-    def _spawn(self, session_id: str) -> "MemorySession":
-        fork = MemorySession(session_id, server=self.server, **self._options())
-        fork.link = self.link
-        return fork
 
 
 class MemoryResponseSessionStore(RedisResponseSessionStore):

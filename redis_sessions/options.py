@@ -112,3 +112,14 @@ class ItemOptions(Options, frozen=True, kw_only=True):
         super().__post_init__()
         validate.integer(self.max_item_bytes, "max_item_bytes", minimum=1, maximum=64 << 20)
         validate.integer(self.max_batch_bytes, "max_batch_bytes", minimum=1, maximum=256 << 20)
+
+
+class SessionOptions(ItemOptions, frozen=True, kw_only=True):
+    """An item session's options (``RedisSession``)."""
+
+    max_items: Union[int, None] = None
+    """The most items the session may hold; None: any number, as the Agents SDK's sessions."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        validate.optional_integer(self.max_items, "max_items", minimum=1)

@@ -44,7 +44,7 @@ a cleared or emptied session without a TTL) is kept this long."""
 MAX_BYTES = 1024
 """The most bytes of tokens a key keeps (TOKENS_MAX_BYTES): an entry takes 29 bytes at
 least (a one-letter outcome: 32), so at most 35 entries. Every write reads and rewrites
-them: the bound is what keeps a write as cheap as with the 16-entry rings before."""
+them: the bound keeps that copy small whatever the write rate."""
 
 
 def new_token() -> bytes:

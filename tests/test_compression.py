@@ -1,6 +1,8 @@
 """Records and items of COMPRESS_MIN_BYTES or more are stored zstd-compressed (on by
-default), behind the packed marker 0xc1 that Lua never needs to open; what the version
-before wrote still reads, and a damaged, foreign or lying body is ``session.record.corrupt``."""
+default), behind the marker 0xc1 and the data format's byte, which Lua never needs to
+open; the bytes of data format 1 are pinned, a value of another format is
+``session.record.unsupported``, and a damaged, foreign or lying body is
+``session.record.corrupt``."""
 
 from __future__ import annotations
 
@@ -12,11 +14,16 @@ import pytest
 import zstandard
 
 from chains import make_store, plant, record
+from test_items import bury
 from conftest import Backend
 from redis_sessions import ErrorCode, RedisConversationStore, RedisSession, SessionError
-from redis_sessions.codec import (COMPRESS_MIN_BYTES, DICTIONARY, MAX_EXPANDED_BYTES, PACKED, ZSTD, ZSTD_DICTIONARY,
-                                  ZSTD_LEVEL, decode_item, decode_session, encode, pack)
-from redis_sessions.responses.store import encode_record
+from redis_sessions.codec import (COMPRESS_MIN_BYTES, DICTIONARY, FORMAT, ID_LEFT_OUT, MARK, MAX_EXPANDED_BYTES,
+                                  RESPONSE_ID_LEFT_OUT, ZSTD, ZSTD_DICTIONARY, ZSTD_LEVEL, decode_item, decode_session,
+                                  encode, encode_record, is_value, pack)
+
+F = FORMAT << 4
+"""The data format's half of a value's second byte."""
+BIG = 1 << 24
 
 WORDS = ("the a of to and in that is was for it with as his on be at by had not are but from or have an they "
          "which one you were all her she there would their we him been has when who will more no if out so said "
@@ -57,9 +64,9 @@ async def test_chains_round_trip_compressed_and_smaller(backend: Backend, size: 
     thread = await store._thread(ids[3])
     assert thread is not None
     stored = await backend.client.hget(store.keys.thread(thread), store.keys.data_field(ids[3]))
-    plain = encode_record(record(ids[3], ids[2], "turn 3", payload=prose(size, 3)), compact=True)
+    plain = encode_record(record(ids[3], ids[2], "turn 3", payload=prose(size, 3)), False, BIG)
     if size >= COMPRESS_MIN_BYTES:
-        assert stored[0] == PACKED and stored[1] & ZSTD and len(stored) < 0.8 * len(plain)
+        assert stored[0] == MARK and stored[1] >> 4 == FORMAT and stored[1] & ZSTD and len(stored) < 0.8 * len(plain)
     else:
         assert stored == plain  # small records are stored as they are
 
@@ -71,7 +78,7 @@ async def test_items_and_conversations_round_trip_compressed(backend: Backend) -
     assert await session.get_items() == items
     assert await session.get_items(2) == items[-2:]
     stored = await backend.client.lrange(session._items_key, 0, -1)
-    packed = [e for e in stored if e[:1] == bytes([PACKED])]
+    packed = [e for e in stored if is_value(e) and e[1] & ZSTD]
     assert len(packed) == 3 and all(len(e) < 1500 for e in packed)
     assert await session.pop_item() == items[-1]
     assert await session.pop_item() == items[-2]  # a packed item: pops never drop it as a non-item
@@ -84,25 +91,41 @@ async def test_items_and_conversations_round_trip_compressed(backend: Backend) -
     assert [i["content"] for i in listed.data] == [item(9, 5000)["content"]]
 
 
-async def test_what_the_version_before_wrote_still_reads(backend: Backend) -> None:
-    """The bytes of the version before compression (pinned by their hash, taken from
-    8d6e007) are what compression=False writes, and a compressing store reads them."""
+async def test_a_record_of_data_format_1_is_its_bytes_pinned(backend: Backend) -> None:
+    """A record as format 1 stores it, uncompressed: the marker, the format and its flags
+    (both ids left out), then msgpack of the record without them, pinned by its hash (a
+    change here is a new data format: docs/key-layout.md). A value of another format, or
+    of none (a bare msgpack record, as the commits before format 1 wrote), is refused by
+    every read, never misread."""
     rid = "resp_00000000000000ab_" + "0" * 32
     old = record(rid, None, "the question", payload=" and a longer answer " * 40)
-    blob = encode_record(old, compact=True)
-    assert hashlib.sha256(blob).hexdigest() == "6a3480ba196c08b17d0b6ba4b4213a2b63a91a794c28da299d32106024337452"
-    old_item = {"type": "message", "role": "user", "content": "word " * 200}
-    entry = encode(old_item)
-    assert hashlib.sha256(entry).hexdigest() == "f9afc543365d45a73e54767081d1817af91982b9bbedc502d4ac32d0e7ca4ece"
-
+    blob = encode_record(old, False, BIG)
+    assert blob[:2] == bytes([MARK, F | ID_LEFT_OUT | RESPONSE_ID_LEFT_OUT])
+    assert hashlib.sha256(blob).hexdigest() == PINNED_RECORD
     store = make_store(backend, compression=True)
     await plant(backend, store, "00000000000000ab", {rid: ("", blob)})
     assert await store.get(rid) == old
     assert (await store.resolve_chain(rid)).sessions == [old]
+    for other in (blob[2:], bytes([MARK, 2 << 4]) + blob[2:]):
+        await plant(backend, store, "00000000000000ab", {rid: ("", other)})
+        for read in (store.get(rid), store.resolve_chain(rid)):
+            with pytest.raises(SessionError) as err:
+                await read
+            assert err.value.code is ErrorCode.RECORD_UNSUPPORTED
 
+
+PINNED_RECORD = "7ec14716a56a25addc1ec77cf21405d15394d46541cd604f41cd08ae24f2379d"
+
+
+async def test_an_item_of_data_format_1_is_its_msgpack_behind_the_marker(backend: Backend) -> None:
+    """compression=False stores an item as the marker, the format, and its msgpack
+    (pinned by its hash); a compressing session reads it."""
+    old_item = {"type": "message", "role": "user", "content": "word " * 200}
+    entry = encode(old_item)
+    assert hashlib.sha256(entry).hexdigest() == "f9afc543365d45a73e54767081d1817af91982b9bbedc502d4ac32d0e7ca4ece"
     writer = RedisSession("old", client=backend.client, key_prefix=backend.prefix, compression=False)
     await writer.add_items([old_item])
-    assert await backend.client.lindex(writer._items_key, -1) == entry
+    assert await backend.client.lindex(writer._items_key, -3) == bytes([MARK, FORMAT << 4]) + entry  # the newest
     reader = RedisSession("old", client=backend.client, key_prefix=backend.prefix)
     assert await reader.get_items() == [old_item]
     assert await reader.pop_item() == old_item
@@ -110,17 +133,20 @@ async def test_what_the_version_before_wrote_still_reads(backend: Backend) -> No
 
 def test_a_damaged_or_lying_body_is_corrupt_never_raw() -> None:
     good = pack(encode(item(1, 3000)), 0)
-    assert good[0] == PACKED and good[1] == ZSTD | DICTIONARY
-    bomb = bytes([PACKED, ZSTD]) + zstandard.ZstdCompressor(write_checksum=True).compress(b"\0" * (MAX_EXPANDED_BYTES + 1))
+    assert good[0] == MARK and good[1] == F | ZSTD | DICTIONARY
+    bomb = bytes([MARK, F | ZSTD]) + zstandard.ZstdCompressor(write_checksum=True).compress(b"\0" * (MAX_EXPANDED_BYTES + 1))
     assert len(bomb) < 4096  # small, and says it expands past the limit
-    unknown = bytes([PACKED, ZSTD | 16]) + good[2:]
     for bad, why in ((good[:40], "does not decompress"), (good[:2] + b"\0" * 40, "does not decompress"),
-                     (bytes([PACKED, ZSTD]) + good[2:], "does not"),  # read without its dictionary
-                     (bomb, "expands to"), (unknown, "does not know"), (bytes([PACKED, 1]) + good[2:], "does not know"),
-                     (bytes([PACKED, DICTIONARY]) + good[2:], "does not know")):
+                     (bytes([MARK, F | ZSTD]) + good[2:], "does not"),  # read without its dictionary
+                     (bomb, "expands to"), (bytes([MARK, F | ID_LEFT_OUT]) + good[2:], "not stored as an item is"),
+                     (bytes([MARK, F | DICTIONARY]) + good[2:], "is not compressed")):
         with pytest.raises(SessionError) as err:
             decode_item(bad, "here")
         assert err.value.code is ErrorCode.RECORD_CORRUPT and why in err.value.message
+    for other in (bytes([MARK, 2 << 4 | ZSTD]) + good[2:], good[1:], b""):
+        with pytest.raises(SessionError) as err:
+            decode_item(other, "here")
+        assert err.value.code is ErrorCode.RECORD_UNSUPPORTED
     assert decode_item(good, "here") == item(1, 3000)
 
 
@@ -174,10 +200,10 @@ def test_the_dictionary_is_frozen_and_earns_its_place() -> None:
     assert hashlib.sha256(ZSTD_DICTIONARY).hexdigest() == "8163d3883f761b9ca02c05b14c8caea89659cb507c8a6157c6f42c7ed1b81954"
     rid = "resp_00000000000000ac_" + "0" * 32
     old = record(rid, None, "the question", payload=prose(700, 7))
-    blob = encode_record(old, compact=True)
-    without = bytes([PACKED, blob[1] | ZSTD]) + zstandard.ZstdCompressor(
+    blob = encode_record(old, False, BIG)
+    without = bytes([MARK, blob[1] | ZSTD]) + zstandard.ZstdCompressor(
         level=ZSTD_LEVEL, write_content_size=True, write_checksum=True).compress(blob[2:])
-    now = encode_record(old, compact=True, compress=True)
+    now = encode_record(old, True, BIG)
     assert now[1] & DICTIONARY and len(now) < len(without) - 40
     assert decode_session(now, "here", rid) == decode_session(without, "here", rid) == old
 
@@ -214,7 +240,7 @@ def test_a_flipped_bit_is_corrupt_never_another_value(size: int) -> None:
     assert other == 0
     rid = "resp_00000000000000ad_" + "0" * 32
     kept = record(rid, None, "q", payload=prose(size, 3))
-    packed = encode_record(kept, compact=True, compress=True)
+    packed = encode_record(kept, True, BIG)
     for flipped in _flips(packed)[::7]:  # a sample: a record's frame is read by the same code
         try:
             assert decode_session(flipped, "here", rid) == kept
@@ -228,21 +254,21 @@ def test_a_foreign_frame_or_trailing_bytes_are_corrupt() -> None:
     plain = encode(item(6, 1500))
     # a dictionary the frame refers to all along (the item itself): read with ours, other words
     other_dictionary = zstandard.ZstdCompressionDict(plain, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
-    foreign = bytes([PACKED, ZSTD | DICTIONARY]) + zstandard.ZstdCompressor(
+    foreign = bytes([MARK, F | ZSTD | DICTIONARY]) + zstandard.ZstdCompressor(
         level=ZSTD_LEVEL, write_content_size=True, write_checksum=True, dict_data=other_dictionary).compress(plain)
     good = pack(plain, 0)
     for bad in (foreign, good + b"\x00", good + good[2:]):
         with pytest.raises(SessionError) as err:
             decode_item(bad, "here")
         assert err.value.code is ErrorCode.RECORD_CORRUPT
-    unchecked = bytes([PACKED, ZSTD]) + zstandard.ZstdCompressor(write_content_size=True).compress(plain)
+    unchecked = bytes([MARK, F | ZSTD]) + zstandard.ZstdCompressor(write_content_size=True).compress(plain)
     with pytest.raises(SessionError) as err:
         decode_item(unchecked, "here")  # what the commits before checksums wrote: refused, never misread
     assert err.value.code is ErrorCode.RECORD_CORRUPT and "checksum" in err.value.message
 
 
 def _bomb(size: int) -> bytes:
-    return bytes([PACKED, ZSTD]) + zstandard.ZstdCompressor(write_content_size=True, write_checksum=True).compress(
+    return bytes([MARK, FORMAT << 4 | ZSTD]) + zstandard.ZstdCompressor(write_content_size=True, write_checksum=True).compress(
         encode({"blob": "\0" * size}))
 
 
@@ -254,7 +280,7 @@ async def test_a_body_that_would_inflate_past_the_stores_limit_is_refused_before
     assert len(bomb) < 8192
     session = RedisSession("bomb", client=backend.client, key_prefix=backend.prefix, max_item_bytes=1 << 20)
     await session.add_items([item(1, 100)])
-    await backend.client.rpush(session._items_key, bomb)
+    await bury(backend.client, session._items_key, [bomb])
     assert await session.get_items() == [item(1, 100)]  # an entry that does not decode is no item
     with pytest.raises(SessionError) as err:
         decode_item(bomb, "here", 1 << 20)
@@ -269,7 +295,7 @@ async def test_a_body_that_would_inflate_past_the_stores_limit_is_refused_before
     await store.save(record(rid, None, payload=prose(600)))
     thread = await store._thread(rid)
     assert thread is not None
-    big = encode_record(record(rid, None, payload=prose(6000)), compact=True, compress=True)
+    big = encode_record(record(rid, None, payload=prose(6000)), True, BIG)
     await backend.client.hset(store.keys.thread(thread), store.keys.data_field(rid), big)
     for call in (lambda: store.get(rid), lambda: store.resolve_chain(rid)):
         with pytest.raises(SessionError) as err:

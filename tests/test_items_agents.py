@@ -9,7 +9,7 @@ from agents import Agent, Runner, function_tool, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from conftest import Backend
-from redis_sessions.items import CompactionSession, ItemSession, RedisSession
+from redis_sessions.items import CompactionSession, RedisSession
 
 
 @pytest.fixture(autouse=True)
@@ -19,7 +19,7 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[None]:
     yield None  # type: ignore[misc]
 
 
-def make(b: Backend, sid: str = "chat") -> ItemSession:
+def make(b: Backend, sid: str = "chat") -> RedisSession:
     return RedisSession(sid, client=b.client, key_prefix=b.prefix, ttl_seconds=300)
 
 

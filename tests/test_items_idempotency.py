@@ -1,8 +1,8 @@
 """Every item-session write applies exactly once, on every backend.
 
 Two ways a write can arrive twice. redis-py's Retry re-sends a script whose
-reply was lost after the server ran it: simulated here by calling a session's
-engine primitive (one script call) twice with the same token. And a caller
+reply was lost after the server ran it: simulated here by sending a session's
+script call twice, with the same arguments and so the same token. And a caller
 retries a call that failed (a lost reply, a timeout, a cancellation):
 simulated with a client whose replies get lost or delayed after the server
 ran the script (a wrapper around the store's methods on the memory backend).
@@ -17,13 +17,14 @@ import pytest
 from redis import exceptions as rx
 
 from conftest import Backend
-from redis_sessions.codec import decode_item, encode
+from redis_sessions.codec import decode_item, encode, pack
 from redis_sessions.errors import ErrorCode, SessionError
-from redis_sessions.items import CompactionSession, ItemSession, RedisSession
+from redis_sessions.items import CompactionSession, RedisSession, Snapshot
 from redis_sessions.items import header as hd
-from redis_sessions.items.redis import SCRIPTS
+from redis_sessions.items.redis import _ADD, _CLEAR, _COMPACT, _FORK, _POP, SCRIPTS
 from redis_sessions import tokens
-from test_items import _summarize, expect_error, header_of, key_of, make as make_any, msgs, prefix_keys, pttl, texts
+from test_items import (_summarize, expect_error, header_of, key_of, make as make_any, msgs, prefix_keys, pttl,
+                        ring_of, texts, tokens_of)
 
 
 def make(b: Backend, sid: str = "s1", **kw: Any) -> Any:
@@ -35,17 +36,37 @@ TOKEN, EPOCH = b"fixed-token", b"fixed-epoch"
 
 
 async def stashed(b: Backend) -> list[bytes]:
-    """The tokens of the pops whose items the stash (index 1) holds, newest first."""
-    entry = await b.client.lindex(key_of(b), 1)
-    if not (await header_of(b)).hinted or entry is None or not hd.is_stash(entry):
-        return []
-    out, q = [], len(hd.STASH)
-    while q < len(entry):
-        size = entry[q:entry.index(b":", q)]
-        body = entry[q + len(size) + 1:q + len(size) + 1 + int(size)]
-        out.append(body[:body.index(b"\n")])
-        q += len(size) + 1 + int(size)
-    return out
+    """The tokens of the pops whose items the stash keeps, newest first."""
+    h = await header_of(b)
+    slots = await b.client.lrange(key_of(b), 0, 1)
+    kept = [slots[h.newest], slots[1 - h.newest]]
+    return [slot[2:].partition(b"\n")[0] for slot in kept if len(slot) > 2]
+
+
+# -- one script call, as the session sends it and redis-py sends it again after a lost reply ----
+async def _run(s: Any, lua: Any, args: list[Any]) -> Any:
+    return await s.edge.run(lua, (s._items_key,), args, where="test", write=True)
+
+
+async def add(s: Any, entries: list[bytes], token: bytes, epoch: bytes) -> int:
+    return int(await _run(s, _ADD, [s._ttl_ms, epoch, token, 0, *entries]))
+
+
+async def pop(s: Any, token: bytes) -> Any:
+    return await _run(s, _POP, [s._ttl_ms, token, hd.SCAN_LIMIT])
+
+
+async def clear(s: Any, token: bytes) -> int:
+    return int(await _run(s, _CLEAR, [s._ttl_ms, token, token]))
+
+
+async def create(s: Any, entries: list[bytes], source: str, version: int, token: bytes) -> bool:
+    return bool(await _run(s, _FORK, [s._ttl_ms, token, source, version, token, *entries]))
+
+
+async def replace(s: Any, snap: Snapshot, entries: list[bytes], token: bytes) -> bool:
+    return bool(await _run(s, _COMPACT, [s._ttl_ms, snap.epoch.encode(), snap.rewrites, snap.count, token, 0,
+                                          *entries]))
 
 
 NEVER = 3600.0
@@ -65,7 +86,7 @@ class Lossy:
         self.ran: list[str] = []
         self._names = {s.sha: s.name for s in SCRIPTS}
 
-    def session(self, sid: str = "s1", **kw: Any) -> ItemSession:
+    def session(self, sid: str = "s1", **kw: Any) -> RedisSession:
         return RedisSession(sid, client=_LosingClient(self), key_prefix=self.b.prefix, **kw)  # type: ignore[arg-type]
 
     async def after(self, name: str, reply: Any, lost: type[Exception]) -> Any:
@@ -113,8 +134,13 @@ def lossy(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Lossy:
     return Lossy(backend, monkeypatch)
 
 
+def stored(item: dict[str, Any]) -> bytes:
+    """``item`` as a session of compression=False stores it."""
+    return pack(encode(item), 0, False)
+
+
 def enc(items: list[dict[str, Any]]) -> list[bytes]:
-    return [encode(i) for i in items]
+    return [stored(i) for i in items]
 
 
 def decode(entry: Any) -> Any:
@@ -125,40 +151,40 @@ def decode(entry: Any) -> Any:
 # -- a re-sent script (same token) has the effect of one ------------------------------
 async def test_resent_add_appends_once(backend: Backend) -> None:
     s = make(backend)
-    assert await s._eng_add(enc(msgs(2)), TOKEN, EPOCH) == 1  # creates the session
-    assert await s._eng_add(enc(msgs(2)), TOKEN, EPOCH) == 1
-    assert await s._eng_add(enc(msgs(1, start=2)), b"other", EPOCH) == 2
-    assert await s._eng_add(enc(msgs(2)), TOKEN, EPOCH) == 1  # still remembered
+    assert await add(s, enc(msgs(2)), TOKEN, EPOCH) == 1  # creates the session
+    assert await add(s, enc(msgs(2)), TOKEN, EPOCH) == 1
+    assert await add(s, enc(msgs(1, start=2)), b"other", EPOCH) == 2
+    assert await add(s, enc(msgs(2)), TOKEN, EPOCH) == 1  # still remembered
     assert texts(await s.get_items()) == ["m0", "m1", "m2"]
 
 
 async def test_resent_pop_returns_the_same_item_and_removes_nothing_more(backend: Backend) -> None:
     s = make(backend)
     await s.add_items(msgs(3))
-    first = await s._eng_pop(TOKEN, EPOCH, hd.SCAN_LIMIT)
-    assert first == encode(msgs(1, start=2)[0])
-    assert await s._eng_pop(TOKEN, EPOCH, hd.SCAN_LIMIT) == first
+    first = await pop(s, TOKEN)
+    assert first == stored(msgs(1, start=2)[0])
+    assert await pop(s, TOKEN) == first
     await s.add_items(msgs(1, start=9))
-    assert await s._eng_pop(TOKEN, EPOCH, hd.SCAN_LIMIT) == first
+    assert await pop(s, TOKEN) == first
     assert texts(await s.get_items()) == ["m0", "m1", "m9"]
 
 
 async def test_resent_pop_that_emptied_the_session(backend: Backend) -> None:
     s = make(backend, ttl_seconds=60)
     await s.add_items(msgs(1))
-    first = await s._eng_pop(TOKEN, EPOCH, hd.SCAN_LIMIT)
+    first = await pop(s, TOKEN)
     assert first is not None
     assert await prefix_keys(backend) == [key_of(backend)]  # the header stays, with the token
-    assert TOKEN in (await header_of(backend)).tokens
+    assert TOKEN in await tokens_of(backend)
     assert 50_000 < await pttl(backend) <= 60_000  # for the session's TTL
     await s.add_items(msgs(1, start=5))
-    assert await s._eng_pop(TOKEN, EPOCH, hd.SCAN_LIMIT) == first
+    assert await pop(s, TOKEN) == first
     assert texts(await s.get_items()) == ["m5"]
 
 
 async def test_resent_pop_of_nothing_is_nothing(backend: Backend) -> None:
     s = make(backend)
-    assert await s._eng_pop(TOKEN, EPOCH, hd.SCAN_LIMIT) is None
+    assert await pop(s, TOKEN) is None
     assert await prefix_keys(backend) == []  # a pop with no effect writes nothing
 
 
@@ -167,41 +193,41 @@ async def test_resent_compaction_replaces_once(backend: Backend) -> None:
     await s.add_items(msgs(5))
     snap = await s.snapshot()
     summary = enc([{"type": "compaction", "summary": "5 items"}])
-    assert await s._eng_replace_prefix(snap, summary, TOKEN) is True
+    assert await replace(s, snap, summary, TOKEN) is True
     await s.add_items(msgs(1, start=5))
-    assert await s._eng_replace_prefix(snap, summary, TOKEN) is True
+    assert await replace(s, snap, summary, TOKEN) is True
     items = await s.get_items()
     assert items[0] == {"type": "compaction", "summary": "5 items"} and texts(items[1:]) == ["m5"]
     h = await header_of(backend)
     assert (h.version, h.rewrites) == (3, 1)
-    assert await s._eng_replace_prefix(snap, summary, b"another") is False  # a new one: refused
+    assert await replace(s, snap, summary, b"another") is False  # a new one: refused
 
 
 async def test_resent_fork_creates_once(backend: Backend) -> None:
     s = make(backend)
     await s.add_items(msgs(2))
     target = make(backend, "f")
-    assert await target._eng_create(enc(msgs(2)), "s1", 1, TOKEN, EPOCH) is True
+    assert await create(target, enc(msgs(2)), "s1", 1, TOKEN) is True
     await target.add_items(msgs(1, start=7))
-    assert await target._eng_create(enc(msgs(2)), "s1", 1, TOKEN, EPOCH) is True
+    assert await create(target, enc(msgs(2)), "s1", 1, TOKEN) is True
     assert texts(await target.get_items()) == ["m0", "m1", "m7"]
-    assert await target._eng_create(enc(msgs(2)), "s1", 1, b"another", EPOCH) is False
+    assert await create(target, enc(msgs(2)), "s1", 1, b"another") is False
 
 
 async def test_resent_clear_clears_once(backend: Backend) -> None:
     s = make(backend)
     await s.add_items(msgs(3))
-    assert await s._eng_clear(TOKEN, EPOCH) == 1
+    assert await clear(s, TOKEN) == 1
     await s.add_items(msgs(1, start=8))  # another client writes after the clear
-    assert await s._eng_clear(TOKEN, EPOCH) == 1
+    assert await clear(s, TOKEN) == 1
     assert texts(await s.get_items()) == ["m8"]
 
 
 async def test_a_write_resent_after_a_clear_is_still_recognised(backend: Backend) -> None:
     s = make(backend)
-    assert await s._eng_add(enc(msgs(2)), TOKEN, EPOCH) == 1
+    assert await add(s, enc(msgs(2)), TOKEN, EPOCH) == 1
     await s.clear_session()
-    assert await s._eng_add(enc(msgs(2)), TOKEN, EPOCH) == 1
+    assert await add(s, enc(msgs(2)), TOKEN, EPOCH) == 1
     assert await s.get_items() == []
 
 
@@ -382,26 +408,25 @@ async def test_the_ring_remembers_tokens_by_time_not_by_a_count_of_16(clocked: B
     """Defect 8: a retry that came after 16 other writes was applied twice. Tokens are
     kept tokens.RETAIN_MS of server time now, within the ring's byte bound."""
     s = make(clocked)
-    await s._eng_add(enc(msgs(1)), TOKEN, EPOCH)
+    await add(s, enc(msgs(1)), TOKEN, EPOCH)
     for i in range(20):
-        await s._eng_add(enc(msgs(1, start=i + 1)), b"%016x" % i, EPOCH)
-    assert await s._eng_add(enc(msgs(1)), TOKEN, EPOCH) == 1  # 20 writes later: remembered
+        await add(s, enc(msgs(1, start=i + 1)), b"%016x" % i, EPOCH)
+    assert await add(s, enc(msgs(1)), TOKEN, EPOCH) == 1  # 20 writes later: remembered
     clocked.clock.advance(tokens.RETAIN_MS / 1000 - 1)
-    assert await s._eng_add(enc(msgs(1)), TOKEN, EPOCH) == 1  # still within the window
+    assert await add(s, enc(msgs(1)), TOKEN, EPOCH) == 1  # still within the window
     clocked.clock.advance(2)  # kept at least RETAIN_S (stamped in whole seconds: less than one more)
-    await s._eng_add(enc(msgs(1, start=99)), b"onemore", EPOCH)  # a write drops what is past the window
-    h = await header_of(clocked)
-    assert h.tokens == [b"onemore"]
-    assert await s._eng_add(enc(msgs(1)), TOKEN, EPOCH) == 23  # forgotten: applied again
+    await add(s, enc(msgs(1, start=99)), b"onemore", EPOCH)  # a write drops what is past the window
+    assert await tokens_of(clocked) == [b"onemore"]
+    assert await add(s, enc(msgs(1)), TOKEN, EPOCH) == 23  # forgotten: applied again
 
 
 async def test_the_ring_is_bounded_in_bytes_whatever_the_write_rate(backend: Backend) -> None:
     s = make(backend)
     for i in range(100):
-        await s._eng_add(enc(msgs(1)), b"%016x" % i, EPOCH)
-    h = await header_of(backend)
-    assert h.tlen <= tokens.MAX_BYTES and len(h.tokens) >= tokens.MAX_BYTES // 40
-    assert h.tokens[-1] == b"%016x" % 99 and b"%016x" % 0 not in h.tokens
+        await add(s, enc(msgs(1)), b"%016x" % i, EPOCH)
+    ring, held = await backend.client.lindex(key_of(backend), -2), await tokens_of(backend)
+    assert len(ring) <= tokens.MAX_BYTES and len(held) >= tokens.MAX_BYTES // 40
+    assert held[-1] == b"%016x" % 99 and b"%016x" % 0 not in held
 
 
 async def test_big_popped_items_are_forgotten_beyond_the_newest(backend: Backend) -> None:
@@ -410,17 +435,16 @@ async def test_big_popped_items_are_forgotten_beyond_the_newest(backend: Backend
     await s.add_items(big)
     pops = [b"p%d" % i for i in range(4)]
     for t in pops:
-        assert await s._eng_pop(t, EPOCH, hd.SCAN_LIMIT) is not None
-    h = await header_of(backend)
-    assert [r[:1] for r in h.results] == [b"a", b"i", b"i", b"i", b"i"]
+        assert await pop(s, t) is not None
+    assert [r[:1] for _, _, r in await ring_of(backend)] == [b"a", b"i", b"i", b"i", b"i"]
     assert await stashed(backend) == [pops[3]]  # 64 KiB: only the newest, which is always kept
-    assert h.hinted and len(h.raw) < 200  # the header holds none of them
-    assert await s._eng_pop(pops[3], EPOCH, hd.SCAN_LIMIT) == encode(big[0])
+    assert len(await backend.client.lindex(key_of(backend), -1)) < 200  # the header holds none of them
+    assert await pop(s, pops[3]) == stored(big[0])
     with expect_error(ErrorCode.STORE_CONFLICT):  # ran, but its item is gone: never pop again
-        await s._eng_pop(pops[2], EPOCH, hd.SCAN_LIMIT)
+        await pop(s, pops[2])
     await s.add_items(msgs(1))
     with expect_error(ErrorCode.STORE_CONFLICT):
-        await s._eng_pop(pops[0], EPOCH, hd.SCAN_LIMIT)
+        await pop(s, pops[0])
     assert texts(await s.get_items()) == ["m0"]
 
 
@@ -429,28 +453,26 @@ async def test_the_newest_two_popped_items_are_remembered(backend: Backend) -> N
     await s.add_items(msgs(20))
     pops = [b"p%d" % i for i in range(20)]
     for t in pops:
-        await s._eng_pop(t, EPOCH, hd.SCAN_LIMIT)
-    h = await header_of(backend)
+        await pop(s, t)
     assert await stashed(backend) == pops[:-hd.POPS - 1:-1]
-    assert h.tokens[-20:] == pops
-    assert texts([decode(await s._eng_pop(pops[-2], EPOCH, hd.SCAN_LIMIT))]) == ["m1"]
+    assert (await tokens_of(backend))[-20:] == pops
+    assert texts([decode(await pop(s, pops[-2]))]) == ["m1"]
     with expect_error(ErrorCode.STORE_CONFLICT):
-        await s._eng_pop(pops[-3], EPOCH, hd.SCAN_LIMIT)
+        await pop(s, pops[-3])
     await s.add_items(msgs(1, start=50))
     with expect_error(ErrorCode.STORE_CONFLICT):  # still in the ring, its item long gone: never a second pop
-        await s._eng_pop(pops[0], EPOCH, hd.SCAN_LIMIT)
+        await pop(s, pops[0])
     assert texts(await s.get_items()) == ["m50"]
 
 
 async def test_a_clear_forgets_popped_items(backend: Backend) -> None:
     s = make(backend)
     await s.add_items(msgs(2))
-    await s._eng_pop(TOKEN, EPOCH, hd.SCAN_LIMIT)
+    await pop(s, TOKEN)
     await s.clear_session()
-    h = await header_of(backend)
-    assert TOKEN in h.tokens and not h.hinted and await stashed(backend) == []
+    assert TOKEN in await tokens_of(backend) and await stashed(backend) == []
     with expect_error(ErrorCode.STORE_CONFLICT):
-        await s._eng_pop(TOKEN, EPOCH, hd.SCAN_LIMIT)
+        await pop(s, TOKEN)
 
 
 # -- what an emptied or cleared session leaves, and for how long --------------------------

@@ -1,5 +1,6 @@
-"""The one-key layout on every backend: lists from before headers, damaged headers,
-wrong types, and calls refused before anything is written."""
+"""Data format 1 of an item session on every backend: the layout, what earlier commits
+wrote (refused, never read), damaged headers, wrong types, and calls refused before
+anything is written."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from typing import Any, Awaitable, Callable
 import pytest
 
 from conftest import Backend
-from redis_sessions.codec import encode
+from redis_sessions import tokens
+from redis_sessions.codec import encode, pack
 from redis_sessions.errors import ErrorCode
-from redis_sessions.items import CompactionSession, ItemSession, Snapshot
+from redis_sessions.items import CompactionSession, RedisSession, Snapshot
 from redis_sessions.items import header as hd
 from redis_sessions.keys import KeySpace
-from test_items import (  # noqa: F401  (read_path is a fixture)
-    GARBAGE, _summarize, expect_error, header_of, key_of, make, msgs, prefix_keys, push_raw, read_path, texts,
+from test_items import (
+    _summarize, expect_error, header_of, key_of, make, msgs, prefix_keys, ring_of, texts,
 )
 
 LUA = Path(__file__).resolve().parent.parent / "lua"
@@ -27,152 +29,122 @@ async def state(b: Backend) -> dict[str, Any]:
     return {k: (await b.client.dump(k), await b.client.pexpiretime(k)) for k in keys}
 
 
-async def write_old_layout(b: Backend, sid: str, entries: list[bytes]) -> None:
-    """A session as the two-key layout stored it: a list of items, and a meta hash."""
-    for entry in entries:
-        await push_raw(b, sid, entry)
-    await b.client.hset(KeySpace(b.prefix).session_meta(sid), mapping={"v": 7, "e": "0ld", "g": 2})
+def items(n: int, start: int = 0) -> list[bytes]:
+    return [pack(encode(m), 0) for m in msgs(n, start)]
 
 
-def old_items(n: int, start: int = 0) -> list[bytes]:
-    return [encode(m) for m in msgs(n, start)]
+async def write(b: Backend, sid: str, entries: list[bytes]) -> None:
+    await b.client.rpush(KeySpace(b.prefix).session_items(sid), *entries)
 
 
-# -- lists from before headers ----------------------------------------------------------
-async def test_old_layout_is_read_with_index_0_as_an_item(backend: Backend, read_path: str) -> None:
-    await write_old_layout(backend, "s1", old_items(5))
-    s = make(backend)
-    assert texts(await s.get_items()) == ["m0", "m1", "m2", "m3", "m4"]
-    assert texts(await s.get_items(2)) == ["m3", "m4"]
-    assert texts(await s.get_items(5)) == ["m0", "m1", "m2", "m3", "m4"]
-    assert texts(await s.get_items(50)) == ["m0", "m1", "m2", "m3", "m4"]
-    snap = await s.snapshot()
-    assert (snap.count, snap.epoch, texts(snap.items)) == (5, "", ["m0", "m1", "m2", "m3", "m4"])
-    f = await s.fork("f", upto=3)
-    assert texts(await f.get_items()) == ["m0", "m1", "m2"]
+def operations(s: RedisSession, source: RedisSession) -> list[Callable[[], Awaitable[Any]]]:
+    """Every call that reads or writes the session ``s`` (``source`` forks onto it)."""
+    return [
+        s.get_items, lambda: s.get_items(2), lambda: s.get_items(10), lambda: s.add_items(msgs(1)), s.pop_item,
+        s.snapshot, lambda: s.fork("f"), lambda: source.fork(s.session_id),
+        lambda: CompactionSession(s, _summarize).run_compaction({"force": True}),
+        lambda: s.replace_prefix(Snapshot(items=[], count=1, version=1, epoch="epoc", rewrites=0), []),
+    ]
 
 
-async def test_old_layout_with_garbage_first(backend: Backend, read_path: str) -> None:
-    await write_old_layout(backend, "s1", [GARBAGE, *old_items(2)])
-    s = make(backend)
-    assert texts(await s.get_items()) == ["m0", "m1"]
-    assert texts(await s.get_items(2)) == ["m0", "m1"]
-    assert texts(await s.get_items(3)) == ["m0", "m1"]
-
-
-async def test_a_write_gives_an_old_list_its_header(backend: Backend) -> None:
-    await write_old_layout(backend, "s1", old_items(3))
-    s = make(backend)
-    assert await s.replace_prefix(await s.snapshot(), []) is False  # no epoch to guard with yet
-    await s.add_items(msgs(1, start=3))
+# -- the layout -----------------------------------------------------------------------------
+async def test_a_session_is_its_stash_its_items_its_ring_and_its_header(backend: Backend) -> None:
+    s = make(backend, compression=False)
+    await s.add_items(msgs(3))
+    assert await s.pop_item() == msgs(3)[2]
+    stored = await backend.client.lrange(key_of(backend), 0, -1)
+    assert len(stored) == 2 + 2 + 2 and stored[2:4] == items(2)
     h = await header_of(backend)
-    assert (h.version, h.rewrites) == (1, 0)  # the old meta hash is not read
-    assert texts(await s.get_items()) == ["m0", "m1", "m2", "m3"]
-    assert await CompactionSession(s, _summarize).compact(force=True) == "compacted"
-    assert await s.get_items() == [{"type": "compaction", "summary": "4 items"}]
-    assert await backend.client.hget(KeySpace(backend.prefix).session_meta("s1"), "v") == b"7"
+    assert (h.version, h.rewrites, h.count, h.largest) == (2, 1, 2, len(items(1, 2)[0]))
+    token = (await ring_of(backend))[-1][1]
+    assert stored[h.newest] == hd.STASH + token + b"\n" + items(1, 2)[0] and h.popped == len(stored[h.newest]) - 2
+    assert stored[1 - h.newest] == hd.STASH
+    assert [outcome for _, _, outcome in await ring_of(backend)] == [b"a1", b"i"]
+    assert hd.is_header(stored[-1]) and not any(map(hd.is_header, stored[:-1]))
 
 
-async def test_pop_and_clear_on_an_old_list(backend: Backend) -> None:
-    await write_old_layout(backend, "s1", old_items(2))
-    s = make(backend)
-    assert texts([await s.pop_item()]) == ["m1"]
-    assert hd.is_header((await _entries(backend))[0])
-    assert texts([await s.pop_item()]) == ["m0"]
-    assert await s.pop_item() is None
-    await write_old_layout(backend, "s2", old_items(2))
-    await make(backend, "s2").clear_session()
-    assert await make(backend, "s2").get_items() == []
+# -- what earlier commits wrote, and other formats: refused, never read ------------------------
+EARLIER = {
+    "no_header": [encode(m) for m in msgs(3)],  # the first layout: a list of items
+    "old_header": [b"\x00rs1 3 e1 0   0 0 0 0 b40\n", *items(3)],  # headers before format 1
+    "old_header_stash": [b"\x00rs1 3 e1 1   0 0 0 2 b40\n0:", b"\x00rsp", *items(3)],
+    "format_2": [hd.STASH, hd.STASH, *items(3), b"", b"\x00h2 3 0 3 0 0 40 e1  "],
+}
 
 
-async def test_an_old_list_is_not_a_free_fork_target(backend: Backend) -> None:
-    await write_old_layout(backend, "taken", old_items(1))
-    s = make(backend)
-    await s.add_items(msgs(2))
-    with expect_error(ErrorCode.STORE_CONFLICT):
-        await s.fork("taken")
-    assert texts(await make(backend, "taken").get_items()) == ["m0"]
-
-
-async def _entries(b: Backend, sid: str = "s1") -> list[bytes]:
-    return list(await b.client.lrange(key_of(b, sid), 0, -1))
+@pytest.mark.parametrize("layout", list(EARLIER), ids=list(EARLIER))
+async def test_what_earlier_commits_wrote_is_refused_everywhere(backend: Backend, layout: str) -> None:
+    await write(backend, "s1", EARLIER[layout])
+    s, source = make(backend), make(backend, "src")
+    await source.add_items(msgs(2))
+    before = await state(backend)
+    for op in [*operations(s, source), s.clear_session]:
+        with expect_error(ErrorCode.RECORD_UNSUPPORTED):
+            await op()
+    assert await state(backend) == before  # refused before any write
 
 
 # -- damaged headers ------------------------------------------------------------------------
 DAMAGED = {
     "junk": hd.MAGIC + b"junk",
-    "letters_for_v": hd.MAGIC + b" abc e1 0   0 0 0 0\n",
-    "empty_epoch": hd.MAGIC + b" 1  0   0 0 0 0\n",
-    "sections_cut_short": hd.MAGIC + b" 1 e1 0   1 4 9 0\ntok\n",
-    "too_few_fields": hd.MAGIC + b" 1 e1 0   0 0 0\n",
-    "no_newline": hd.MAGIC + b" 1 e1 0   0 0 0 0",
-    "counter_too_long": hd.MAGIC + b" 12345678901234 e1 0   0 0 0 0\n",
+    "letters_for_v": hd.MAGIC + b"1 abc 0 3 0 0 40 e1  ",
+    "empty_epoch": hd.MAGIC + b"1 1 0 3 0 0 40   ",
+    "bad_slot": hd.MAGIC + b"1 1 0 3 2 0 40 e1  ",
+    "too_few_fields": hd.MAGIC + b"1 1 0 3 0 0 40",
+    "counter_too_long": hd.MAGIC + b"1 12345678901234 0 3 0 0 40 e1  ",
+    "not_last": None,  # something pushed after the header
 }
 
 
 @pytest.mark.parametrize("damage", list(DAMAGED), ids=list(DAMAGED))
-async def test_a_damaged_header_is_record_corrupt_everywhere(backend: Backend, read_path: str, damage: str) -> None:
-    await push_raw(backend, "s1", DAMAGED[damage])
-    for entry in old_items(3):
-        await push_raw(backend, "s1", entry)
-    s = make(backend)
-    source = make(backend, "src")
+async def test_a_damaged_header_is_record_corrupt_everywhere(backend: Backend, damage: str) -> None:
+    last = DAMAGED[damage]
+    tail = [b"", b"\x00h1 1 0 3 0 0 40 e1  ", b"junk after it"] if last is None else [b"", last]
+    await write(backend, "s1", [hd.STASH, hd.STASH, *items(3), *tail])
+    s, source = make(backend), make(backend, "src")
     await source.add_items(msgs(2))
     before = await state(backend)
-    ops: list[Callable[[], Awaitable[Any]]] = [
-        s.get_items, lambda: s.get_items(10), lambda: s.add_items(msgs(1)), s.pop_item,
-        s.snapshot, lambda: s.fork("f"), lambda: source.fork("s1"),
-        lambda: CompactionSession(s, _summarize).run_compaction({"force": True}),
-        lambda: s.replace_prefix(Snapshot(items=[], count=1, version=1, epoch="epoc", rewrites=0), []),
-    ]
-    for op in ops:
+    for op in operations(s, source):
         with expect_error(ErrorCode.RECORD_CORRUPT):
             await op()
-    # A limited read too: the header says how many bytes one read may take.
-    with expect_error(ErrorCode.RECORD_CORRUPT):
-        await s.get_items(2)
     assert await state(backend) == before  # refused before any write
     await s.clear_session()  # the one thing that works on a damaged session: it goes
     assert await s.get_items() == [] and await prefix_keys(backend) == [key_of(backend, "src")]
 
 
-async def test_a_ring_of_another_format_is_forgotten_not_refused(backend: Backend, read_path: str) -> None:
-    """A header's ring from before the shared one (or damaged) matches no token: the next
-    write drops it and the session goes on (a retry across that upgrade applies again)."""
-    await push_raw(backend, "s1", hd.MAGIC + b" 1 e1 0   1 4 0 0\ntok\n")  # the old ring: a token, no result
-    await push_raw(backend, "s1", old_items(1)[0])
-    s = make(backend)
+async def test_a_ring_of_another_format_is_forgotten_not_refused(backend: Backend) -> None:
+    """A ring that does not parse (damaged) matches no token: the next write drops it and
+    the session goes on."""
+    await write(backend, "s1", [hd.STASH, hd.STASH, *items(1), b"tok", b"\x00h1 1 0 1 0 0 40 e1  "])
+    s = make(backend, compression=False)
     assert texts(await s.get_items()) == ["m0"]
-    assert await s._eng_add(old_items(1), b"tok", b"e") == 2  # not taken for the old one
+    await s.add_items(msgs(1, start=1))
+    assert [t for _, t, _ in await ring_of(backend)] != [b"tok"] and len(await ring_of(backend)) == 1
+    assert texts(await s.get_items()) == ["m0", "m1"]
+
+
+async def test_later_header_fields_are_ignored_by_readers_and_dropped_by_writers(backend: Backend) -> None:
+    """Rule 2 of docs/key-layout.md: a field a later version adds after the ones here is
+    one a format-1 reader may ignore; a format-1 writer does not keep what it cannot keep
+    up to date, so a newer reader never finds it stale."""
+    await write(backend, "s1", [hd.STASH, hd.STASH, *items(2), b"", b"\x00h1 2 0 2 0 0 40 e1 src 3 later=1"])
+    s = make(backend, compression=False)
+    assert texts(await s.get_items()) == ["m0", "m1"] and texts(await s.get_items(1)) == ["m1"]
     h = await header_of(backend)
-    assert h.tokens == [b"tok"] and h.rlen == 0 and h.count == 0
-    assert await s._eng_add(old_items(1), b"tok", b"e") == 2  # the new entry is: a replay
+    assert (h.forked_from, h.forked_at) == (b"src", b"3")
+    await s.add_items(msgs(1, start=2))
+    last = await backend.client.lindex(key_of(backend), -1)
+    assert last.endswith(b" e1 src 3") and b"later" not in last
+    assert (await header_of(backend)).count == 3
 
 
-async def test_later_header_fields_are_kept_by_writers(backend: Backend) -> None:
-    await push_raw(backend, "s1", hd.MAGIC + b" 0 epoch 0   0 0 0 0 later=1\na later section")
-    s = make(backend)
-    await s.add_items(msgs(2))
-    await s.pop_item()
-    after = await header_of(backend)
-    assert (after.rest, after.tail, after.version) == (b" later=1", b"a later section", 2)
-    assert after.largest is None  # a header from before keeps not knowing its largest entry
-    fresh = make(backend, "s2")
-    await fresh.add_items(msgs(2))
-    assert (await header_of(backend, "s2")).largest == max(len(encode(m)) for m in msgs(2))
-    assert [t[:1] for t in after.results] == [b"a", b"i"]
-    assert after.tlen == len(b"".join(b"%010d%s %s\n" % entry for entry in after.ring))
-
-
-def test_the_header_can_never_be_taken_for_an_item() -> None:
-    assert hd.MAGIC[0] not in set(range(0x80, 0x90)) | {0xDE, 0xDF, 0xC1}  # maps, and packed items
-    assert hd.MAGIC == b"\x00rs1" and hd.STASH == b"\x00rsp" and hd.HINT == b"0:"
+def test_the_header_and_the_stash_can_never_be_taken_for_an_item() -> None:
+    assert hd.MAGIC[0] != 0xC1 and hd.STASH[0] != 0xC1  # every stored value starts with 0xc1
+    assert hd.MAGIC == b"\x00h" and hd.STASH == b"\x00p"
     lib = (LUA / "items_lib.lua").read_text()
-    assert "string.char(0) .. 'rs1'" in lib
-    assert "local MAGIC, STASH, HINT = string.char(0) .. 'rs1', string.char(0) .. 'rsp', '0:'" in lib
-    line = "local POPS, POP_BYTES, SCAN_LIMIT, MAX_BATCH_ITEMS = "
-    assert f"{line}{hd.POPS}, {hd.POP_BYTES}, {hd.SCAN_LIMIT}, {hd.MAX_BATCH_ITEMS}" in lib
-    assert f"local READ_BYTES = {hd.READ_BYTES}\n" in lib
+    assert "local MAGIC, STASH, FORMAT = '\\0h', '\\0p', '1'\n" in lib
+    assert f"local POP_BYTES, SCAN_LIMIT, MAX_BATCH_ITEMS = {hd.POP_BYTES}, {hd.SCAN_LIMIT}, {hd.MAX_BATCH_ITEMS}\n" in lib
+    assert tokens.RETAIN_S == 30
 
 
 # -- a refused call writes nothing ----------------------------------------------------------
@@ -237,7 +209,7 @@ async def test_the_compactors_output_is_bounded_too(backend: Backend) -> None:
 
 # -- one key, whatever happens ------------------------------------------------------------
 async def test_every_operation_touches_one_key(backend: Backend) -> None:
-    s: ItemSession = make(backend, ttl_seconds=60)
+    s = make(backend, ttl_seconds=60)
     await s.add_items(msgs(12))
     await s.get_items(3)
     await s.pop_item()

@@ -23,11 +23,11 @@ from redis.asyncio.cluster import RedisCluster
 from conftest import Backend
 from redis_sessions.errors import ErrorCode, SessionError
 from redis_sessions import MemorySession
-from redis_sessions.items import ItemSession, RedisSession
+from redis_sessions.items import RedisSession
 from redis_sessions.link import RedisLink
 from redis_sessions.limits import DEFAULT_TTL_SECONDS
 from servers import free_port
-from test_items import expect_error, make, msgs, pttl, read_path, texts  # noqa: F401 (read_path: a fixture)
+from test_items import expect_error, make, msgs, pttl, texts
 
 
 def owned(server: Any, sid: str = "s1", **kw: Any) -> RedisSession:
@@ -127,8 +127,7 @@ def test_a_settings_dict_without_the_sdk_to_read_it_is_refused_with_a_code(monke
 
 
 # -- clients made with decode_responses=True -----------------------------------------------
-async def test_a_decode_responses_client_reads_and_writes_the_same_bytes(redis_backend: Backend,
-                                                                         read_path: str) -> None:
+async def test_a_decode_responses_client_reads_and_writes_the_same_bytes(redis_backend: Backend) -> None:
     client = decoding_client(redis_backend)
     try:
         s = RedisSession("s1", redis_client=client, key_prefix=redis_backend.prefix)
@@ -272,7 +271,7 @@ async def test_sdk_compaction_keeps_an_append_made_meanwhile(backend: Backend,
     await s.add_items(msgs(3))
     real_snapshot = type(s).snapshot
 
-    async def snapshot_then_append(self: ItemSession) -> Any:
+    async def snapshot_then_append(self: RedisSession) -> Any:
         snap = await real_snapshot(self)
         await make(backend, "s1").add_items(msgs(1, start=9))  # another worker, after the read
         return snap

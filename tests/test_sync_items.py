@@ -39,11 +39,7 @@ def first_send(call: Any) -> Any:
     raise AssertionError("suspended")
 
 
-@pytest.mark.parametrize("read_path", [True, False], ids=["plain", "scripts"])
-def test_every_public_method_completes_on_the_first_send(monkeypatch, read_path):
-    import redis_sessions.items.redis as items_redis
-
-    monkeypatch.setattr(items_redis, "_PLAIN_READS", read_path)  # LRANGE reads, or the scripts
+def test_every_public_method_completes_on_the_first_send():
     session = SyncRedisSession("first", client=fakeredis.FakeRedis(), key_prefix="first")
     core = session.core
     assert first_send(core.add_items(msgs(5))) is None

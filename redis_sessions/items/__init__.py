@@ -2,14 +2,14 @@
 
 ``RedisSession`` (Redis or Redis Cluster; ``MemorySession`` in :mod:`redis_sessions.memory`
 is the same class on an in-process server) satisfies ``agents.memory.Session``;
-``CompactionSession`` wraps it and adds
-``run_compaction``; ``SyncRedisSession`` and ``SyncCompactionSession`` run their methods from synchronous code. The shared logic lives in :mod:`.base`.
+``CompactionSession`` wraps it and adds ``run_compaction``; ``SyncRedisSession`` and
+``SyncCompactionSession`` run their methods from synchronous code. The key's layout is in
+:mod:`.header`, the logic in :mod:`.redis`.
 """
 
 from ..limits import MAX_BATCH_BYTES, MAX_ITEM_BYTES
-from .base import ItemSession, Snapshot
 from .compaction import CompactionOutcome, CompactionSession, Compactor
-from .redis import RedisSession
+from .redis import RedisSession, Snapshot
 from .sync import SyncCompactionSession, SyncRedisSession
 
 __all__ = [
@@ -18,7 +18,6 @@ __all__ = [
     "CompactionOutcome",
     "CompactionSession",
     "Compactor",
-    "ItemSession",
     "RedisSession",
     "Snapshot",
     "SyncCompactionSession",

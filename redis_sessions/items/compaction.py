@@ -15,7 +15,7 @@ function as compactor. One compaction:
    summary; if a pop, clear, expiry or another compaction happened, nothing
    is written.
 
-Step 3 is idempotent like every write (:mod:`.base`): re-sent after a lost
+Step 3 is idempotent like every write (:mod:`.redis`): re-sent after a lost
 reply, or retried by the caller with the same snapshot and output, it
 replaces once and reports success.
 
@@ -25,7 +25,7 @@ agent's run would gain nothing. A compactor that raises propagates its error,
 also with the history untouched; so does invalid compactor output
 (``session.input.invalid``, or ``session.record.too_large`` past
 ``max_item_bytes`` per item or ``max_batch_bytes`` in all), and a damaged
-session header (``session.record.corrupt``).
+session (``session.record.corrupt``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Mapping, Op
 
 from ..errors import ErrorCode, SessionError
 from ..models import Item
-from .base import ItemSession
+from .redis import RedisSession
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -72,12 +72,12 @@ class CompactionSession:
 
     def __init__(
         self,
-        underlying: ItemSession,
+        underlying: RedisSession,
         compactor: Compactor,
         *,
         should_trigger: Optional[ShouldTrigger] = None,
     ) -> None:
-        if not isinstance(underlying, ItemSession):
+        if not isinstance(underlying, RedisSession):
             raise SessionError(
                 ErrorCode.INPUT_INVALID, f"CompactionSession wraps a RedisSession or MemorySession, got {type(underlying).__name__}"
             )

@@ -1,179 +1,117 @@
-"""The header: entry 0 of a session's list, holding its metadata and its token ring.
+"""An item session's key in data format 1: its layout, its header, its bounds.
 
-A session is ONE Redis list, ``<prefix>:{s:<id>}:items``: the header at index
-0, then the encoded items, oldest first. Items and metadata in one key expire,
-get evicted, purged and migrated together; a script touches one key only.
-``lua/items_lib.lua`` reads and writes it; this module parses it (for the
-reads that skip a script, and for tests) and holds the bounds the scripts share.
+A session is ONE Redis list, ``<prefix>:{s:<id>}:items`` (docs/key-layout.md)::
 
-The header is bytes that Lua parses with one ``string.match`` (Redis's Lua
-has cmsgpack, fakeredis's has not)::
+    0, 1          the stash: what the two newest pops removed, a slot each
+    2 .. n+1      the n items, oldest first: stored values (redis_sessions/codec.py)
+    n+2           the token ring of the session's writes (lua/tokens.lua)
+    n+3 (last)    the header
 
-    \\x00rs1 <v> <e> <g> <forked_from> <forked_at> <n> <tlen> <rlen> <plen>[<later>]\\n<tokens><results><popped>[<later>]
+The ring and the header are last so that the newest items, the ring and the header come
+back in one plain ``LRANGE -k -1``: a read checks the data format and sizes itself by
+the largest entry without a script or a second command. ``lua/items_lib.lua`` reads
+and writes the key; this module parses it for the plain reads (and for the tests).
 
-- ``\\x00rs1``: the magic. 0x00 never starts an encoded item (a msgpack map
-  starts with 0x80-0x8f, 0xde or 0xdf; a compressed one with 0xc1), so nothing that reads items takes the
-  header for one, and a reader of the old layout skips it as garbage.
-- ``v`` version, bumped by every write; ``e`` epoch, new when the session is
-  created, cleared or forked onto; ``g`` rewrite count, bumped by every write
-  that is not an append; ``forked_from``/``forked_at``, empty unless forked.
-  Counters are decimal, at most 13 digits (Lua prints larger ones in
-  exponent form); the epoch and ids hold no space or newline.
-- ``n`` 0 (it counted the tokens of headers before the shared ring); ``tlen``,
-  ``rlen``, ``plen`` the byte lengths of the sections.
-- ``tokens``: the session's operation tokens with what each write replied, in
-  the format every store shares (``lua/tokens.lua``, :mod:`redis_sessions.tokens`):
-  ``<server s><token> <result>\n`` per write, oldest first, kept 30 s, at most 1 KiB.
-- ``results``: empty (headers before the shared ring kept the results apart; the
-  next write drops them).
-- ``popped``: :data:`HINT` when index 1 holds the stash (below), else empty.
-  Headers written before the stash kept the popped entries themselves here;
-  the next write drops them.
-- ``later``: a later version's fields go at the end of the first line or
-  after the sections; writers that do not know them keep them as they are.
+The header is ``\\x00h<format> <v> <g> <n> <p> <s> <b> <e> <from> <at>``:
 
-The stash: what the newest pops removed, in ONE entry at index 1, so that a
-retried pop can return its item while the header stays small (every write
-reads and rewrites the header; none but a pop, a fork onto an emptied id, or
-a retried pop reads the stash). It is :data:`STASH` then
-``<len>:<token>\\n<entry>`` per pop, newest first: at most :data:`POPS`, and
-older ones only while all fit in :data:`POP_BYTES` (the newest is kept
-whatever its size). It starts with 0x00, so reads skip it as a non-item, and a
-pop never drops it; a pop rewrites it, a clear or a compaction removes it.
-A stash is believed only when the header hints at it and the entry at index 1
-starts with :data:`STASH`.
+- ``\\x00h`` then the data format, 1. 0x00 never starts a stored value (0xc1 does).
+- ``v`` the version, bumped by every write; ``g`` the rewrites, bumped by every write
+  that is not an append (a pop, a compaction, a clear); ``n`` the items.
+- ``p`` the stash slot of the newest pop (0 or 1), ``s`` its bytes.
+- ``b`` the largest entry the session has held, as stored (what a read sizes its LRANGEs
+  by); ``e`` the epoch, new when the session is created, cleared or forked onto; ``from``
+  and ``at`` the session and version it was forked from (empty unless forked).
 
-A write carries a token made client-side, part of the script's ARGV, so
-redis-py re-sending a command whose reply was lost carries the same one. A
-script that finds its token writes nothing and replies what the first run
-replied: an add its version, a pop its item (from the stash; if that was
-dropped since, or cleared, ``session.store.conflict``, never a second pop).
-A token is remembered 30 s (and within the ring's 1 KiB: the last 32 writes
-of a session written faster than once a second): the bound on how late a re-send
-may arrive.
-
-Result kinds: ``a<v>`` add, ``i`` pop of an item, ``n`` pop that found none,
-``m`` pop that met :data:`SCAN_LIMIT` non-items first (the caller calls
-again), ``c`` compaction, ``f`` fork, ``z`` clear.
-
-A header whose first line does not parse, or whose sections are shorter than
-it says, is ``session.record.corrupt`` for every script that reads it; a ring
-whose sections disagree is, for every script that walks that part of it.
+A stash slot is ``\\x00p``, then, when it keeps a pop's entry, ``<token>\\n<entry>``. A pop
+writes its entry into the older pop's slot, and the newer pop's stays while both fit in
+:data:`POP_BYTES`: a re-sent pop finds its token in the ring and its entry here.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from typing import Optional
 
+import msgspec
+
+from ..codec import FORMAT
 from ..errors import ErrorCode, SessionError
 
-MAGIC = b"\x00rs1"
-STASH = b"\x00rsp"
-"""How the stash at index 1 starts."""
-HINT = b"0:"
-"""The header's popped section when index 1 holds the stash (an empty entry to the
-headers' older readers, which kept popped entries there)."""
+MAGIC = b"\x00h"
+"""How the header starts; the data format follows."""
+STASH = b"\x00p"
+"""How a stash slot starts (an empty one is just this)."""
 POPS = 2
-"""Popped entries remembered, for the newest pops..."""
+"""Popped entries the stash keeps (a slot each), for the newest pops..."""
 POP_BYTES = 64 << 10
 """... while they fit in this many bytes together (the newest is always kept)."""
-READ_BYTES = 512 << 10
-"""What one read returns at most, about: one LRANGE takes READ_BYTES at the largest entry
-the header knows (its later field `` b<bytes>``, kept by every write), and no LRANGE starts
-past READ_BYTES read (lua/items_lib.lua). A header without the field (written by a
-version before it) is read in doubling windows, counted as it goes."""
+READ_BYTES = 24 << 20
+"""The most bytes one LRANGE of a read takes, counted at the largest entry the header
+knows, or at ``max_item_bytes`` before the header is read: Redis copies about 10 MiB a
+millisecond, so no read holds it for more than about 2.4 ms."""
+READ_ENTRIES = 10_000
+"""The most entries one LRANGE of a read takes (small entries cost by the entry)."""
 SCAN_LIMIT = 1000
-"""Entries one script call reads or drops at most (pop's garbage, get's scan, a read's page)."""
+"""Non-items one pop drops at most before it answers (the caller calls again)."""
 MAX_BATCH_ITEMS = 10_000
 """Items one ``add_items``, compaction or fork writes at most: one script's arguments,
 bounded by count as ``max_batch_bytes`` bounds them by bytes. A session itself holds any
 number (``max_items`` bounds it, when given): no call's work grows with its length."""
-
-_LINE = re.compile(
-    rb" ([0-9]+) ([^ \n]+) ([0-9]+) ([^ \n]*) ([0-9]*) ([0-9]+) ([0-9]+) ([0-9]+) ([0-9]+)([^\n]*)\n")
-_FIELD = re.compile(rb"([0-9]+):")
+_COUNTER_DIGITS = 13
+"""A counter's digits at most (Lua prints larger numbers in exponent form)."""
 
 
-@dataclass
-class Header:
-    """A parsed header: its counters, and its sections left in place in ``raw`` (0-based offsets)."""
+class Header(msgspec.Struct, frozen=True):
+    """A parsed header."""
 
     version: int
-    epoch: bytes
     rewrites: int
-    forked_from: bytes = b""
-    forked_at: bytes = b""
-    count: int = 0
-    rest: bytes = b""
-    raw: bytes = b""
-    start: int = 0
-    tlen: int = 0
-    rlen: int = 0
-    plen: int = 0
-
-    @property
-    def tail(self) -> bytes:
-        return self.raw[self.start + self.tlen + self.rlen + self.plen:]
-
-    @property
-    def ring(self) -> list[tuple[int, bytes, bytes]]:
-        """The token ring's entries, oldest first: (server time in s, token, what the write replied)."""
-        out = []
-        for line in self.raw[self.start:self.start + self.tlen].split(b"\n")[:-1]:
-            token, _, result = line[10:].partition(b" ")
-            out.append((int(line[:10]), token, result))
-        return out
-
-    @property
-    def tokens(self) -> list[bytes]:
-        return [token for _, token, _ in self.ring]
-
-    @property
-    def results(self) -> list[bytes]:
-        return [result for _, _, result in self.ring]
-
-    @property
-    def largest(self) -> Optional[int]:
-        """The largest entry the session has held, in bytes (None: not known)."""
-        m = re.search(rb" b([0-9]+)", self.rest)
-        return int(m.group(1)) if m else None
-
-    @property
-    def hinted(self) -> bool:
-        """Whether index 1 holds the stash (the header says so)."""
-        q = self.start + self.tlen + self.rlen
-        return self.raw[q:q + self.plen] == HINT
+    count: int
+    newest: int
+    popped: int
+    largest: int
+    epoch: bytes
+    forked_from: bytes
+    forked_at: bytes
 
 
-def is_header(entry: bytes) -> bool:
-    return entry[:4] == MAGIC
+def is_header(entry: object) -> bool:
+    return isinstance(entry, bytes) and entry[:2] == MAGIC
 
 
-def is_stash(entry: bytes) -> bool:
-    return entry[:4] == STASH
+def is_stash(entry: object) -> bool:
+    return isinstance(entry, bytes) and entry[:2] == STASH
 
 
-def try_parse(s: bytes) -> Optional[Header]:
-    """The header's fields, its sections left in place; None if it does not parse."""
-    if s[:4] != MAGIC:
+def try_parse(entry: bytes) -> Optional[Header]:
+    """The header's fields; None unless ``entry`` is a format-1 header that parses."""
+    fields = entry.split(b" ")
+    if len(fields) < 10 or fields[0] != MAGIC + b"%d" % FORMAT:
         return None
-    m = _LINE.match(s, 4)
-    if m is None:
+    v, g, n, p, s, b, e, source, at = fields[1:10]
+    if not all(x.isdigit() and len(x) <= _COUNTER_DIGITS for x in (v, g, n, s, b)) or p not in (b"0", b"1"):
         return None
-    v, e, g, source, at, n, tl, rl, pl, rest = m.groups()
-    if any(len(c) > 13 for c in (v, g, n, tl, rl, pl)):
+    if not e or not (at.isdigit() or not at) or b"\n" in entry:
         return None
-    p, tlen, rlen, plen = m.end(), int(tl), int(rl), int(pl)
-    if p + tlen + rlen + plen > len(s):
-        return None
-    return Header(version=int(v), epoch=e, rewrites=int(g), forked_from=source, forked_at=at, count=int(n),
-                  rest=rest, raw=s, start=p, tlen=tlen, rlen=rlen, plen=plen)
+    return Header(int(v), int(g), int(n), int(p), int(s), int(b), e, source, at)
 
 
-def parse(s: bytes, where: str) -> Header:
-    h = try_parse(s)
-    if h is None:
-        raise SessionError(ErrorCode.RECORD_CORRUPT, f"{where}: the session header does not parse")
-    return h
+def parse(entry: object, where: str, first: object = None) -> Header:
+    """The header ``entry`` (a list's last entry) of the session at ``where``, or the
+    refusal: ``session.record.corrupt`` for a format-1 session whose header does not
+    parse, or whose last entry is not its header (``first``, its first entry, is a stash
+    slot); ``session.record.unsupported`` for a list of another data format, or of none
+    (written before the first, or by something else). As lua/items_lib.lua's ``head``."""
+    entry = entry if isinstance(entry, bytes) else b""
+    header = try_parse(entry)
+    if header is not None:
+        return header
+    if entry[:2] == MAGIC:
+        told = entry[2:].split(b" ", 1)[0]
+        if told.isdigit() and told != b"%d" % FORMAT and b" " in entry:
+            raise SessionError(ErrorCode.RECORD_UNSUPPORTED, f"{where} is in data format {told.decode()}; this "
+                               f"version reads data format {FORMAT}")
+        raise SessionError(ErrorCode.RECORD_CORRUPT, f"{where} has a header that does not parse")
+    if is_stash(first):
+        raise SessionError(ErrorCode.RECORD_CORRUPT, f"{where} has another last entry than its header")
+    raise SessionError(ErrorCode.RECORD_UNSUPPORTED, f"{where} was written before the first data format, or not "
+                       f"by this package; this version reads data format {FORMAT}")

@@ -1,10 +1,9 @@
 """Item sessions for synchronous code (a Celery task, a script, a threaded server),
 built as the response store's is (:mod:`redis_sessions.responses.sync`): the logic is
-the ``async def`` methods of :class:`~.base.ItemSession`, held here by a
-:class:`RedisSession` on a redis-py *sync* client and run with
-:func:`~redis_sessions.link.run_blocking`. Every script call, LRANGE and PING
-blocks and returns its reply, so each coroutine ends on its first ``send(None)``: no
-loop, no thread, nothing copied.
+the ``async def`` methods of :class:`~.redis.RedisSession`, held here on a redis-py
+*sync* client and run with :func:`~redis_sessions.link.run_blocking`. Every script
+call, LRANGE and PING blocks and returns its reply, so each coroutine ends on its first
+``send(None)``: no loop, no thread, nothing copied.
 
 Threads: one session may be shared. A write whose outcome is unknown (a lost reply, a
 timeout) is remembered per thread (:class:`~redis_sessions.tokens.Pending`), so the
@@ -17,13 +16,12 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Union
 
-from ..errors import ErrorCode, SessionError
-from ..budget import DEFAULT_TIMEOUT
-from ..link import Blocking, RedisLink, SyncRedis, run_blocking
 from ..client import without_decode
-from .base import Snapshot
+from ..errors import ErrorCode, SessionError
+from ..link import Blocking, RedisLink, SyncRedis, run_blocking
+from ..options import SessionOptions
 from .compaction import CompactionOutcome, CompactionSession, ShouldTrigger
-from .redis import RedisSession
+from .redis import RedisSession, Snapshot, _timeout
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -34,63 +32,48 @@ class SyncRedisSession(Blocking):
     """An item session in Redis from synchronous code: :class:`RedisSession`'s methods
     (the Agents SDK ``Session`` protocol's ``get_items``, ``add_items``, ``pop_item``,
     ``clear_session``, and ``ping``, ``fork``, ``snapshot``, ``replace_prefix``) with the
-    same arguments, results and errors, without ``await``, on a redis-py sync client.
-    ``options``: the constructor's of :class:`RedisSession` (``key_prefix``,
-    ``ttl_seconds``, ``sliding_ttl``, ``replica_acks``...). Safe to share between threads."""
+    same arguments, options, results and errors, without ``await``, on a redis-py sync
+    client. Safe to share between threads."""
 
     core: RedisSession
 
-    def __init__(
-        self,
-        session_id: str,
-        *,
-        client: Optional[SyncRedis] = None,
-        redis_client: Optional[SyncRedis] = None,
-        timeout: Optional[float] = DEFAULT_TIMEOUT,
-        link: Optional[RedisLink] = None,
-        core: Optional[RedisSession] = None,
-        **options: Any,
-    ) -> None:
+    def __init__(self, session_id: str, *, client: Optional[SyncRedis] = None, redis_client: Optional[SyncRedis] = None,
+                 link: Optional[RedisLink] = None, core: Optional[RedisSession] = None, **options: Any) -> None:
         """``client`` (or ``redis_client``): a redis-py sync ``Redis`` or ``RedisCluster``,
-        never closed here. ``core``: the session to run (a fork's; internal)."""
+        never closed here. ``options``: :class:`RedisSession`'s. ``core``: the session to
+        run (a fork's; internal)."""
         if core is None:
-            if redis_client is not None:
-                if client is not None:
-                    raise SessionError(ErrorCode.INPUT_INVALID,
-                                       "pass client or redis_client (the Agents SDK's name for it), not both")
-                client = redis_client
-            link = self._blocking_link("SyncRedisSession", client, link, timeout, raw_replies=True)
+            if client is not None and redis_client is not None:
+                raise SessionError(ErrorCode.INPUT_INVALID,
+                                   "pass client or redis_client (the Agents SDK's name for it), not both")
+            client = client if client is not None else redis_client
+            link = self._blocking_link("SyncRedisSession", client, link, _timeout(options), raw_replies=True)
             core = RedisSession(session_id, link=link, **options)
         self.core = core
         """The session whose methods this one runs: its logic is the only copy."""
 
     @classmethod
-    def from_url(
-        cls,
-        session_id: str,
-        *,
-        url: str,
-        redis_kwargs: Optional[Mapping[str, Any]] = None,
-        cluster: Optional[bool] = None,
-        timeout: Optional[float] = DEFAULT_TIMEOUT,
-        **options: Any,
-    ) -> "SyncRedisSession":
+    def from_url(cls, session_id: str, *, url: str, redis_kwargs: Optional[Mapping[str, Any]] = None,
+                 cluster: Optional[bool] = None, **options: Any) -> "SyncRedisSession":
         """A session with its own sync client, for every thread (closed by :meth:`close`,
         after which the session raises ``session.client.closed``): the URLs and
         ``redis_kwargs`` of :meth:`RedisSession.from_url`. No I/O."""
-        link = RedisLink.to_url(url, cluster=cluster, timeout=timeout, redis_kwargs=without_decode(redis_kwargs), blocking=True)
+        link = RedisLink.to_url(url, cluster=cluster, timeout=_timeout(options),
+                                redis_kwargs=without_decode(redis_kwargs), blocking=True)
         return cls(session_id, link=link, **options)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.session_id!r}, key_prefix={self.key_prefix!r})"
 
+    def __getattr__(self, name: str) -> Any:
+        """The options as attributes (``session.ttl_seconds``), as the core has them."""
+        if name in SessionOptions.__struct_fields__:
+            return getattr(object.__getattribute__(self, "core").options, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     @property
     def session_id(self) -> str:
         return self.core.session_id
-
-    @property
-    def key_prefix(self) -> str:
-        return self.core.key_prefix
 
     @property
     def session_settings(self) -> Optional["SessionSettings"]:
