@@ -267,14 +267,15 @@ def ring(written_s: int) -> str:
 async def test_purge_idle(seeded: Seeded) -> None:
     ks = KeySpace(seeded.prefix)
     client = client_for(seeded.url)
-    try:  # the minted thread's last write, as its ring records it, was 50 minutes ago
+    try:  # the minted thread's and the item session's last writes, as their rings record them, were 50 minutes ago
         await client.hset(ks.thread(seeded.ids[0].split("_")[1]), "ops", ring(now_s() - 3000))
+        await client.lset(ks.session_items(seeded.session_id), -2, ring(now_s() - 3000))  # its ring, before its header
     finally:
         await client.aclose()
     result = ok_json("purge", "--yes", "--idle-older-than", "1800", *seeded.args())
-    assert result["by_kind"] == {"thread": 1}
-    # the foreign thread was written seconds ago; the item session records no write this version reads
-    assert result["kept_active"] + result["kept_unrecorded"] == 2 and result["kept_locators"] == 1
+    assert result["by_kind"] == {"thread": 1, "items": 1}
+    # the foreign thread was written seconds ago
+    assert result["kept_active"] == 1 and result["kept_unrecorded"] == 0 and result["kept_locators"] == 1
     assert_one_line_error(cli("show", seeded.ids[0], *seeded.args()))
     assert ok_json("show", seeded.foreign, *seeded.args())["record"]["id"] == seeded.foreign
 

@@ -154,8 +154,8 @@ async def test_nothing_written_within_the_idle_window_is_deleted(url: str) -> No
     before = await all_values(url, f"{prefix}:*")
     result, _ = run_json("purge", "--idle-older-than", "3600", "--yes", "--url", url, "--prefix", prefix)
     assert result["deleted_keys"] == 0 and result["by_kind"] == {}
-    # the threads record writes seconds ago; the session none this version reads
-    assert result["kept_active"] == 2 and result["kept_active"] + result["kept_unrecorded"] == 3
+    # each records a write seconds ago
+    assert result["kept_active"] == 3 and result["kept_unrecorded"] == 0
     assert result["kept_locators"] == 2
     assert await all_values(url, f"{prefix}:*") == before
 
@@ -375,7 +375,7 @@ async def test_items_reports_corrupt_entries_and_wrong_types(redis_server: Any) 
         for sid, good in (("all-bad", 0), ("some-bad", 1)):
             session = RedisSession(sid, client=client, key_prefix=prefix, ttl_seconds=3600)
             await session.add_items([{"type": "message", "role": "user", "content": f"item {i}"} for i in range(3)])
-            for index in range(1 + good, 4):  # index 0 is the header
+            for index in range(2 + good, 5):  # the items are at 2 .. n+1, after the stash
                 await client.lset(ks.session_items(sid), index, b"\xc1 not msgpack")
         await client.set(ks.session_items("a-string"), "x")
     finally:
@@ -474,17 +474,17 @@ async def test_a_locator_is_put_back_if_a_save_lands_while_purge_deletes_it(
 async def test_threads_the_store_wrote_go_once_idle_and_not_before(url: str) -> None:
     """Saves leave the server's time in their thread's token ring: no hand-set ring here.
     The ring keeps whole seconds and a write counts as made at the end of its second, so
-    after 2.1 s the threads are idle for a window of 1 s, and go with their locators; the
-    item session, which records no write this version reads, stays (counted)."""
+    after 2.1 s the threads and the item session are idle for a window of 1 s, and go,
+    the threads with their locators."""
     prefix = fresh_prefix()
     keys = await seed(url, prefix)
     kept, _ = run_json("purge", "--idle-older-than", "60", "--yes", "--url", url, "--prefix", prefix)
-    assert kept["deleted_keys"] == 0 and kept["kept_active"] == 2
+    assert kept["deleted_keys"] == 0 and kept["kept_active"] == 3
     time.sleep(2.1)
     gone, _ = run_json("purge", "--idle-older-than", "1", "--yes", "--url", url, "--prefix", prefix)
-    assert gone["by_kind"].get("thread") == 2 and gone["kept_unrecorded"] == 1
+    assert gone["by_kind"] == {"thread": 2, "locator": 2, "items": 1} and gone["kept_unrecorded"] == 0
     client = client_for(url)
     try:
-        assert not await client.exists(keys["thread"], keys["foreign_thread"])
+        assert not await client.exists(keys["thread"], keys["foreign_thread"], keys["items"])
     finally:
         await client.aclose()

@@ -231,8 +231,10 @@ class _Tally:
     other: int = 0
     ttl: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     no_ttl_sessions: int = 0
-    wrong: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
-    unsupported: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    unread: dict[str, dict[str, list[str]]] = field(
+        default_factory=lambda: {what: defaultdict(list) for what in ("wrong_type", "unsupported", "corrupt")})
+    """Keys of this layout it does not read, by why (another Redis type, data format, or a
+    header that does not parse) and kind."""
     measured: list[Key] = field(default_factory=list)
     threads: list[tuple[Key, int]] = field(default_factory=list)
     """Live threads, with their largest record, for their responses to be counted."""
@@ -248,14 +250,16 @@ class _Tally:
             self.other += 1
             return
         if as_text(kind) != EXPECTED_TYPE[key.kind]:
-            self.wrong[key.kind].append(f"{key.name} ({as_text(kind)})")
+            self.unread["wrong_type"][key.kind].append(f"{key.name} ({as_text(kind)})")
             return
         if not all(failures.check(key.name, v, "stats") for v in replies):
             return
         found = state(key, replies) if key.kind in STATE_REPLIES else None
+        if found is not None and found.status == "tombstone":
+            self.tombstones[key.kind] += 1
+            return
         if found is not None and found.status != "live":
-            (self.unsupported[key.kind].append(key.name) if found.status == "unsupported"
-             else self.tombstones.update([key.kind]))
+            self.unread[found.status][key.kind].append(key.name)
             return
         self.live[key.kind] += 1
         self.ttl[GROUPS[key.kind]][ttl_bucket(pttl)] += 1
@@ -271,14 +275,14 @@ class _Tally:
         buckets = ["none"] + [name for name, _ in TTL_BUCKETS]
 
         def examples(found: dict[str, list[str]]) -> dict[str, Any]:
-            return {kind: {"count": len(names), "examples": names[:5]} for kind, names in sorted(found.items())}
+            return {kind: {"count": len(names), "examples": sorted(names)[:5]} for kind, names in sorted(found.items())}
 
         return {
             "keys": len(self.measured), "threads": self.live["thread"], "responses": sum(responses.values()),
             "item_sessions": self.live["items"], "items": self.items, "conversations": self.live["conversation"],
             "locators": self.live["locator"], "other_keys": self.other,
             "tombstones": {GROUPS[kind]: self.tombstones[kind] for kind in ("thread", "items", "conversation")},
-            "unsupported": examples(self.unsupported), "wrong_type": examples(self.wrong),
+            **{what: examples(found) for what, found in self.unread.items()},
             "ttl": {group: {b: self.ttl[group][b] for b in buckets} for group in GROUPS.values()},
             "no_ttl": {"responses": sum(n for name, n in responses.items() if name in self.persistent),
                        "item_sessions": self.no_ttl_sessions},
@@ -325,14 +329,15 @@ def _print_stats(r: dict[str, Any]) -> None:
                        f"{p(dead['conversations'], 'conversation')} deleted or emptied, their keys kept a while "
                        "to answer re-sent writes" if any(dead.values()) else "none"),
         ("other keys", f"{r['other_keys']:,} (under '{r['prefix']}:{{' but not keys of this layout)"),
-        ("unsupported", f"{kinds(r['unsupported'])} (not in data format 1: not read)" if r["unsupported"] else "none"),
         ("wrong type", f"{kinds(r['wrong_type'])} (keys of this layout holding another Redis type)"
          if r["wrong_type"] else "none"),
+        ("unsupported", f"{kinds(r['unsupported'])} (not in data format 1: not read)" if r["unsupported"] else "none"),
+        ("corrupt", f"{kinds(r['corrupt'])} (a header that does not parse: not read)" if r["corrupt"] else "none"),
         ("memory", mem_text),
         ("no TTL", f"{p(r['no_ttl']['responses'], 'response')}, {p(r['no_ttl']['item_sessions'], 'item session')}"),
     ]
     output.pairs(rows)
-    for what in ("unsupported", "wrong_type"):
+    for what in ("wrong_type", "unsupported", "corrupt"):
         for v in r[what].values():
             for example in v["examples"]:
                 print(f"  {what.replace('_', ' ')}: {example}")

@@ -10,7 +10,8 @@ and never deleted.
 
 What a key holds is read from its header (docs/key-layout.md, data format 1) with plain
 commands (:func:`queue_state`, :func:`state`): a key of another data format, or of none,
-is ``unsupported``, counted apart and never read further.
+is ``unsupported``, one whose header does not parse ``corrupt``; both are counted apart
+and never read further.
 
 Per-key errors (``NOPERM``, ``MOVED``, ...) come back from :func:`pipelined` as values;
 :class:`Failures` counts them, and a command that met any fails with the most frequent
@@ -93,7 +94,8 @@ def scan_match(built: str, id_prefix: str = "") -> str:
 class State:
     """What a key holds: ``live`` (a thread with responses, an item session with items, a
     conversation not deleted), ``tombstone`` (kept a while only to answer re-sent writes),
-    or ``unsupported`` (another data format, or none). ``items``: an item session's;
+    ``unsupported`` (another data format, or none) or ``corrupt`` (a format-1 header that
+    does not parse). ``items``: an item session's entries (its header's ``n``);
     ``largest``: a thread's largest record (what its HSCAN pages are sized by)."""
 
     status: str
@@ -101,48 +103,42 @@ class State:
     largest: int = 0
 
 
-STATE_REPLIES = {"thread": 2, "items": 3, "conversation": 1}
-_THREAD_HEADER = re.compile(rb"1 ([0-9]+) [01] [0-9]+ [0-9]+")
-_CONVERSATION_HEADER = re.compile(rb"1( [0-9]+){5}")
-UNSUPPORTED = State("unsupported")
+STATE_REPLIES = {"thread": 2, "items": 2, "conversation": 1}
+_HEADERS = {"thread": re.compile(rb"1 ([0-9]+) [01] [0-9]+ [0-9]+"), "conversation": re.compile(rb"1( [0-9]+){5}")}
 
 
 def queue_state(pipe: Any, key: Key) -> None:
     """Queue the plain reads :func:`state` judges a key by (``STATE_REPLIES[kind]`` replies)."""
-    if key.kind == "thread":
+    if key.kind in ("thread", "conversation"):
         pipe.hget(key.name, "h")
-        pipe.hlen(key.name)
+        if key.kind == "thread":
+            pipe.hlen(key.name)
     elif key.kind == "items":
-        pipe.llen(key.name)
-        pipe.lindex(key.name, 0)
-        pipe.lindex(key.name, 1)
-    elif key.kind == "conversation":
-        pipe.hget(key.name, "h")
+        pipe.lindex(key.name, -1)  # the header
+        pipe.lindex(key.name, 0)  # a stash slot, in a session that is one
 
 
 def state(key: Key, replies: Sequence[Any]) -> State:
     """What ``key`` holds, from :func:`queue_state`'s replies (docs/key-layout.md).
 
-    A thread has its header ``h`` and its ring ``ops`` while it exists: with no other
-    field, its records are gone. A deleted conversation keeps its ring without ``h``."""
-    if key.kind == "thread":
-        h, fields = replies
-        found = _THREAD_HEADER.fullmatch(h) if isinstance(h, bytes) else None
-        if found is None:
-            return UNSUPPORTED
-        return State("live" if fields > 2 else "tombstone", largest=int(found.group(1)))
+    A thread keeps its header ``h`` and its ring ``ops`` while it exists: with no other
+    field, its records are gone. A deleted conversation keeps its ring without ``h``. An
+    item session's header is read by the items package's own parser."""
+    if key.kind == "items":
+        try:
+            head = header.parse(replies[0], key.name, replies[1])
+        except SessionError as exc:
+            return State("corrupt" if exc.code == ErrorCode.RECORD_CORRUPT else "unsupported")
+        return State("live" if head.count else "tombstone", items=head.count)
+    h = replies[0]
+    if h is None and key.kind == "conversation":
+        return State("tombstone")
+    found = _HEADERS[key.kind].fullmatch(h) if isinstance(h, bytes) else None
+    if found is None:
+        return State("corrupt" if isinstance(h, bytes) and h[:2] == b"1 " else "unsupported")
     if key.kind == "conversation":
-        (h,) = replies
-        if h is None:
-            return State("tombstone")
-        return State("live") if _CONVERSATION_HEADER.fullmatch(h) else UNSUPPORTED
-    length, first, second = replies
-    parsed = header.try_parse(first) if isinstance(first, bytes) else None
-    if parsed is None:
-        return UNSUPPORTED
-    stash = parsed.hinted and isinstance(second, bytes) and header.is_stash(second)
-    count = length - 1 - int(stash)
-    return State("live" if count > 0 else "tombstone", items=count)
+        return State("live")
+    return State("live" if replies[1] > 2 else "tombstone", largest=int(found.group(1)))
 
 
 def hscan_count(largest: int, most: int = 1_000) -> int:
