@@ -113,7 +113,7 @@ async def ping(client: AnyRedis) -> None:
     third of the keys). A database the server lacks is a setting's fault, not an outage
     (``translate`` says so: ``session.input.invalid``). Messages name no host: the
     command line prints none."""
-    where = "Redis"
+    where = "connecting"
     try:
         await client.ping()
     except MasterNotFoundError:
@@ -135,7 +135,7 @@ async def refuse_cluster_node(client: AnyRedis) -> None:
     try:
         info = await client.info("cluster")
     except Exception as exc:
-        error = translate(exc, "Redis")
+        error = translate(exc, "INFO cluster")
         if error is not None and error.code in (ErrorCode.BACKEND_DENIED, ErrorCode.BACKEND_ERROR):
             return
         raise error or exc

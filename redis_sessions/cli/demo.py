@@ -8,8 +8,7 @@ worker's queue. A worker is what a gateway would be: it resolves the chain from
 (``expected_previous_response_id``). Some conversations branch (two children
 of one parent), some race (one id minted once and handed to two workers: one
 save must win, the other must get ``session.store.conflict``), and some use
-item sessions (``RedisSession.get_items``/``add_items``) when
-``redis_sessions.items`` is installed.
+item sessions (``RedisSession.get_items``/``add_items``).
 
 The coordinator knows what every conversation must contain, because the reply
 is a pure function of the history: it checks each reply as it comes back and,
@@ -37,7 +36,7 @@ from ..models import Item, StoredResponseRequestSnapshot, StoredResponseSession,
 from ..options import ResponseOptions
 from ..responses.store import RedisResponseSessionStore
 from . import output
-from .. import items as item_sessions
+from ..items import RedisSession
 from .common import ping
 
 MODEL = "fake-echo-1"
@@ -110,21 +109,20 @@ async def _worker(index: int, opts: DemoOptions, jobs: "multiprocessing.Queue[Jo
             results.put({"fatal": index, "error": f"{exc.code.value}: {exc.message}"})
             return
         results.put({"ready": index})
-        items = item_sessions
         while (job := jobs.get()) is not None:
             # One job at a time, so the round_trips delta around a resolve is that resolve's own.
-            results.put(await _serve(index, store, items, job, opts))
+            results.put(await _serve(index, store, job, opts))
     finally:
         await store.close()
 
 
-async def _serve(index: int, store: RedisResponseSessionStore, items: Any, job: Job, opts: DemoOptions) -> Job:
+async def _serve(index: int, store: RedisResponseSessionStore, job: Job, opts: DemoOptions) -> Job:
     started = time.perf_counter()
     result: Job = {"job": job["job"], "worker": index, "status": "ok"}
     try:
         if job["kind"] == "items":
-            session = items.RedisSession(job["session"], client=store.client, key_prefix=opts.prefix,
-                                         ttl_seconds=opts.ttl_seconds)
+            session = RedisSession(job["session"], client=store.client, key_prefix=opts.prefix,
+                                   ttl_seconds=opts.ttl_seconds)
             reply = fake_reply(await session.get_items() + job["input"])
             await session.add_items(job["input"] + [reply])
         else:
@@ -268,11 +266,10 @@ class Tally:
 
 
 class Coordinator:
-    def __init__(self, opts: DemoOptions, pool: Pool, store: RedisResponseSessionStore, items: Any) -> None:
+    def __init__(self, opts: DemoOptions, pool: Pool, store: RedisResponseSessionStore) -> None:
         self.opts = opts
         self.pool = pool
         self.store = store
-        self.items = items
         self.rng = random.Random(opts.seed)
         self.tally = Tally()
         self.step: Callable[..., None] = lambda **_: None
@@ -398,7 +395,7 @@ class Coordinator:
             elif snap.input_items != history:
                 self.tally.problems.append(f"conversation {conv}: the items of {leaf} differ from what was produced")
         for conv, session_id, history in self.tally.sessions:
-            session = self.items.RedisSession(session_id, client=self.store.client, key_prefix=self.opts.prefix)
+            session = RedisSession(session_id, client=self.store.client, key_prefix=self.opts.prefix)
             try:
                 stored = await session.get_items()
             except SessionError as exc:
@@ -410,14 +407,11 @@ class Coordinator:
 
 
 async def run_demo(opts: DemoOptions) -> dict[str, Any]:
-    if opts.workers < 1 or opts.conversations < 1 or opts.turns < 1:
-        raise SessionError(ErrorCode.INPUT_INVALID, "--workers, --conversations and --turns must be at least 1")
     store = opts.store()
     try:
         await ping(store.client)  # fail fast, before starting any process
-        items = item_sessions
         pool = Pool(opts)
-        coordinator = Coordinator(opts, pool, store, items)
+        coordinator = Coordinator(opts, pool, store)
         try:
             output.note(f"starting {output.plural(opts.workers, 'worker process', 'worker processes')}", quiet=opts.json)
             await pool.start()
@@ -429,11 +423,10 @@ async def run_demo(opts: DemoOptions) -> dict[str, Any]:
         leaves, sessions = await coordinator.verify()
     finally:
         await store.close()
-    return summary(opts, coordinator, seconds, leaves, sessions, items is not None)
+    return summary(opts, coordinator, seconds, leaves, sessions)
 
 
-def summary(opts: DemoOptions, c: Coordinator, seconds: float, leaves: int, sessions: int,
-            items: bool) -> dict[str, Any]:
+def summary(opts: DemoOptions, c: Coordinator, seconds: float, leaves: int, sessions: int) -> dict[str, Any]:
     t = c.tally
     kinds = c.kinds()
     expected_turns = c.expected_turns()
@@ -450,7 +443,6 @@ def summary(opts: DemoOptions, c: Coordinator, seconds: float, leaves: int, sess
         "workers": opts.workers,
         "conversations": opts.conversations,
         "conversation_kinds": {k: kinds.count(k) for k in KINDS},
-        "item_sessions_available": items,
         "turns": t.turns,
         "turns_expected": expected_turns,
         "responses_saved": t.responses,

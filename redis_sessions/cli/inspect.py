@@ -14,13 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..codec import to_builtins
-from ..errors import ErrorCode, SessionError
+from ..errors import ErrorCode, SessionError, translate_errors
 from ..ids import validate_id
 from ..keys import KeySpace
 from ..models import StoredResponseSession
 from ..items import RedisSession
 from ..link import as_text, close_client
-from ..errors import translate_errors
 from . import output
 from .common import Missing, Target, thread_key
 from .keyscan import EXPECTED_TYPE, STATE_REPLIES, Failures, Key, KeyKinds, count_responses, dbsize, pipelined, \

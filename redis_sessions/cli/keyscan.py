@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 from redis import exceptions as rx
 from redis.asyncio.cluster import RedisCluster

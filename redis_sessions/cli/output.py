@@ -222,19 +222,21 @@ def scrub(text: str) -> str:
 # -- errors and notes ---------------------------------------------------------
 _REPR = re.compile(r"\s*:?\s*<(?:[A-Za-z_]\w*\.[\w.]*[^<>]*|REDACTED)>")
 """An object's repr (``<redis.asyncio.client.Redis(...)>``), innermost first: no ``<`` inside."""
+_ADDRESS = re.compile(r"(connecting to) \S+:[0-9]+\b|(Connect call failed) \([^()]*\)")
+"""The address in redis-py's ``Error 111 connecting to <host>:<port>. Connect call failed (<host>, <port>).``"""
 MAX_ERROR = 400
 
 
 def one_line(message: str) -> str:
     """A message as one readable line: no object reprs (redis-py puts a connection pool's
-    in some errors), no secrets, at most ``MAX_ERROR`` characters."""
+    in some errors), no secrets, no host redis-py names, at most ``MAX_ERROR`` characters."""
     text = " ".join(str(message).split())
     while True:
         stripped = _REPR.sub("", text)  # innermost reprs first, until none is left
         if stripped == text:
             break
         text = stripped
-    text = scrub(text)
+    text = scrub(_ADDRESS.sub(lambda m: f"{m.group(1)} the server" if m.group(1) else str(m.group(2)), text))
     return text if len(text) <= MAX_ERROR else text[: MAX_ERROR - 1] + "…"
 
 
