@@ -33,7 +33,8 @@ EXIT_CODES = {
     EXIT_NOT_FOUND: "not found: no such response, thread, item session or conversation",
     EXIT_USAGE: "bad usage or settings: arguments, REDIS_SESSIONS_* values, the URL, a missing extra",
     EXIT_BACKEND: "Redis failed: unreachable, timed out, refused (ACL), full, or an unexpected error reply",
-    EXIT_FAILED: "anything else: corrupt data, a chain too deep or incomplete, the demo's check failed",
+    EXIT_FAILED: "anything else: corrupt data or another data format, a chain too deep or incomplete, "
+                 "the demo's check failed",
 }
 NOT_FOUND = {ErrorCode.CHAIN_NOT_FOUND, ErrorCode.CONVERSATION_NOT_FOUND, ErrorCode.CONVERSATION_ITEM_NOT_FOUND}
 USAGE = {ErrorCode.INPUT_INVALID, ErrorCode.ID_INVALID}
