@@ -7,9 +7,10 @@ loads it. Without it a table is refused in one line naming the extra (``--json``
 needs nothing), and progress is simply not shown. Progress is drawn only when
 stderr is a terminal and the output is not ``--json``, so pipes never see it.
 
-Credentials never reach the output: every URL shown goes through
-:func:`redact_url`, and every line written to stderr (errors, notes, the purge
-prompt) has the secrets of the settings in use (:func:`remember_secrets`) replaced.
+Neither credentials nor hosts reach the output: no URL is printed, and every line
+written to stderr (errors, notes, the purge prompt) has the URL and the secrets of the
+settings in use (:func:`remember_secrets`) replaced, and the address of redis-py's
+connection errors too (:func:`one_line`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import re
 import sys
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator, Sequence
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from ..codec import to_builtins
 from ..errors import ErrorCode, SessionError
@@ -166,35 +167,14 @@ def progress(label: str, total: int | None = None, *, enabled: bool = True) -> I
 REDACTED = "***"
 _SECRET_PARAM = re.compile(r"pass|secret|token|auth", re.I)
 _USERINFO = re.compile(r"(//)[^/@?#]*@")
-_secrets: set[str] = set()
-
-
-def redact_url(url: str) -> str:
-    """``url`` with its password (``user:password@``, ``:password@``) and any
-    ``password=``-like query value replaced by ``***``; the user name is kept.
-    Use it for every URL the CLI prints."""
-    try:
-        parts = urlsplit(url)
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, host = netloc.rsplit("@", 1)
-            user = userinfo.split(":", 1)[0] if ":" in userinfo else userinfo
-            netloc = f"{user}:{REDACTED}@{host}" if ":" in userinfo else f"{user}@{host}"
-        query = "&".join(
-            f"{quote(k, safe='')}={REDACTED if _SECRET_PARAM.search(k) else quote(v, safe='')}"
-            for k, v in parse_qsl(parts.query, keep_blank_values=True)
-        )
-        if "://" not in url:
-            return parts._replace(netloc=netloc, query=query).geturl()
-        text = f"{parts.scheme}://{netloc}{parts.path}"
-        return text + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
-    except ValueError:  # not parsable as a URL: drop anything that could be user info
-        return _USERINFO.sub(rf"\1{REDACTED}@", url)
+_secrets: dict[str, str] = {}
+"""What :func:`scrub` replaces, and with what."""
 
 
 def remember_secrets(url: str | None, *others: str | None) -> None:
-    """Note the password and secret query values of ``url`` (as written and decoded), and
-    ``others`` (the password setting), so that :func:`scrub` removes them from any message."""
+    """Note ``url`` (it names a host), its password and secret query values (as written
+    and decoded), and ``others`` (the password setting), so that :func:`scrub` removes
+    them from any message."""
     found: list[str] = [other or "" for other in others]
     if url:
         try:
@@ -204,18 +184,17 @@ def remember_secrets(url: str | None, *others: str | None) -> None:
             found.append(userinfo.split(":", 1)[1] if ":" in userinfo else "")
         except ValueError:
             found += [m.group(0)[2:-1] for m in _USERINFO.finditer(url)]
-        _secrets.add(url)
+        _secrets[url] = "<the URL>"
     for secret in found:
         for form in (secret, unquote(secret)):
             if len(form) >= 3:  # "***" itself, or a one-letter password, would blank out ordinary text
-                _secrets.add(form)
+                _secrets.setdefault(form, REDACTED)
 
 
 def scrub(text: str) -> str:
-    """``text`` with every remembered secret (and the whole URL it came in) replaced."""
+    """``text`` with every remembered secret, and the whole URL, replaced."""
     for secret in sorted(_secrets, key=len, reverse=True):
-        if secret in text:
-            text = text.replace(secret, redact_url(secret) if "://" in secret else REDACTED)
+        text = text.replace(secret, _secrets[secret])
     return text
 
 
