@@ -70,7 +70,7 @@ async def show(target: Target, response_id: str) -> int:
         ("status", session.status),
         ("created_at", output.timestamp(session.created_at)),
         ("ttl", output.duration(ttl_ms) if ttl_ms is not None else "none (never expires)"),
-        ("size", f"{output.plural(int(nbytes), 'byte')} (msgpack record)"),
+        ("size", f"{output.plural(int(nbytes), 'byte')} as stored (compressed, if it was)"),
     ])
     print()
     print(output.dumps(record))
