@@ -8,7 +8,7 @@ does not have, is ``session.input.invalid`` before anything is built.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar, Union
+from typing import Any, ClassVar, TypeVar, Union
 
 import msgspec
 
@@ -123,3 +123,16 @@ class SessionOptions(ItemOptions, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         super().__post_init__()
         validate.optional_integer(self.max_items, "max_items", minimum=1)
+
+
+class Configured:
+    """A store or session whose options (``self.options``, an :class:`Options` of
+    ``OPTIONS``) read as its attributes too: ``store.ttl_seconds``, ``session.max_items``."""
+
+    OPTIONS: ClassVar[type[Options]]
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self.OPTIONS.__struct_fields__:
+            return getattr(object.__getattribute__(self, "options"), name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+

@@ -2,13 +2,15 @@
 edge (:mod:`.edge`) with EVALSHA, and with EVAL once after NOSCRIPT.
 
 Redis scripts cannot load one another, so a script that shares code is sent with its
-library files in front of it (:data:`LIBS`); every definition in them runs on every
-call, so each script carries only what it uses.
+library files in front of it (:data:`LIBS`). Every definition in front of a script runs
+on every call, and costs the shard time per function (docs/benchmarks.md#unit-costs), so
+each script carries only the library functions it calls, directly or through another.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -52,6 +54,25 @@ LIBS: dict[str, tuple[str, ...]] = {
 """The library files sent in front of each script, in order."""
 
 
+_FUNCTION = re.compile(r"^local function (\w+)\b.*?^end$\n?", re.M | re.S)
+"""A library function: from ``local function`` to the first ``end`` at the line's start."""
+
+
+def shaken(libs: list[str], body: str) -> str:
+    """``libs`` in order, then ``body``, without the library functions ``body`` never calls
+    (directly or through another it keeps); everything else of the libraries stays."""
+    functions = {m.group(1): m.group(0) for lib in libs for m in _FUNCTION.finditer(lib)}
+    kept: set[str] = set()
+    reach = body
+    while True:
+        more = {name for name in functions.keys() - kept if re.search(rf"\b{name}\b", reach)}
+        if not more:
+            break
+        kept |= more
+        reach = "\n".join(functions[name] for name in more)
+    return "\n".join([*(_FUNCTION.sub(lambda m: m.group(0) if m.group(1) in kept else "", lib) for lib in libs), body])
+
+
 class Script:
     """``lua/<name>.lua`` with its libraries in front: its source and its SHA-1."""
 
@@ -60,8 +81,8 @@ class Script:
     def __init__(self, name: str) -> None:
         folder = lua_folder()
         self.name = name
-        self.source = "\n".join(folder.joinpath(f"{part}.lua").read_text("utf-8")
-                                for part in (*LIBS.get(name, ()), name))
+        read = [folder.joinpath(f"{part}.lua").read_text("utf-8") for part in (*LIBS.get(name, ()), name)]
+        self.source = shaken(read[:-1], read[-1])
         self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
 
     def __repr__(self) -> str:

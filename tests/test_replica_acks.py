@@ -131,9 +131,9 @@ async def test_item_writes_return_once_the_replica_has_them(pair: Pair) -> None:
             return pair.command(pair.master, "LRANGE", key, 0, -1) == pair.command(pair.replica, "LRANGE", key, 0, -1)
 
         await session.add_items([{"role": "user", "content": "one"}, {"role": "user", "content": "two"}])
-        assert pair.command(pair.replica, "LLEN", key) == 3 and same_on_both()  # the header and two items
+        assert pair.command(pair.replica, "LLEN", key) == 6 and same_on_both()  # the stash, two items, the ring, the header
         assert (await session.pop_item()) == {"role": "user", "content": "two"}
-        assert pair.command(pair.replica, "LLEN", key) == 3 and same_on_both()  # header, the pop's stash, one item
+        assert pair.command(pair.replica, "LLEN", key) == 5 and same_on_both()  # the stash (with the pop), one item, ring, header
         await session.clear_session()
         assert same_on_both()
     finally:
@@ -277,7 +277,7 @@ def test_settings_reach_the_store_and_the_session(pair: Pair) -> None:
     store = create_response_session_store(config)
     session = create_item_session(config, "s4")
     assert store.edge.acks is not None and (store.edge.acks.replicas, store.edge.acks.timeout) == (1, 0.25)  # type: ignore[attr-defined]
-    assert session._acks is not None and (session._acks.replicas, session._acks.timeout) == (1, 0.25)  # type: ignore[attr-defined]
+    assert session.edge.acks is not None and (session.edge.acks.replicas, session.edge.acks.timeout) == (1, 0.25)  # type: ignore[attr-defined]
     assert create_response_session_store(SessionConfig(url=pair.master.url)).edge.acks is None  # type: ignore[attr-defined]
 
 
@@ -368,9 +368,9 @@ async def test_on_a_cluster_a_moving_slot_is_followed(replicated_cluster: Cluste
                 r.execute_command("READONLY")
                 return r.execute_command("LLEN", key)
 
-        assert on_the_replica() == 3  # the header and two items
+        assert on_the_replica() == 6  # the stash, two items, the ring, the header
         await session.add_items([{"role": "user", "content": "three"}])  # MOVED
-        assert on_the_replica() == 4
+        assert on_the_replica() == 7  # three items now
         assert len(await session.get_items()) == 3
     finally:
         await session.close()
@@ -426,7 +426,7 @@ def test_the_sync_conversation_store_and_item_session_wait_for_the_replica(pair:
         assert pair.command(pair.replica, "HEXISTS", key, "h") == 1
     with SyncRedisSession.from_url("acked", url=pair.master.url, key_prefix=prefix, replica_acks=1) as session:
         session.add_items([{"role": "user", "content": "hi"}])
-        assert pair.command(pair.replica, "LLEN", session.core._items_key) == 2  # the header and the item
+        assert pair.command(pair.replica, "LLEN", session.core._items_key) == 5  # the stash, the item, the ring, the header
     with SyncRedisSession.from_url("acked2", url=pair.master.url, key_prefix=prefix, replica_acks=2,
                                    replica_ack_timeout=0.2) as two:
         with pytest.raises(SessionError) as err:

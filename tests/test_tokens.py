@@ -24,16 +24,21 @@ def test_python_states_the_scripts_bounds() -> None:
     assert tokens.RETAIN_MS == tokens.RETAIN_S * 1000
 
 
-def test_every_script_that_uses_the_library_carries_it() -> None:
-    from redis_sessions.conversations.store import SCRIPTS as CONVERSATIONS
-    from redis_sessions.items.redis import SCRIPTS as ITEMS
-    from redis_sessions.scripts import script
+def test_every_script_carries_the_library_functions_it_calls_and_no_other() -> None:
+    """A script is sent with the functions of its libraries that it calls, directly or
+    through another (redis_sessions/scripts.py): every one it calls is defined in front of
+    it, and the walk, the hot read, carries none of the save's."""
+    from redis_sessions.scripts import LIBS, lua_folder, script
 
-    chains = [script(name) for name in ("chain_save", "chain_save_turn", "chain_delete", "chain_walk", "chain_cover", "purge_if_idle")]
-    for lua in [*ITEMS, *CONVERSATIONS.values(), *chains]:
-        body = lua.source.replace(LIB, "")
-        if re.search(r"\b(token_find|token_push|server_ms|TOKENS_RETAIN_MS)\b", body):
-            assert LIB in lua.source, lua.name
+    for name, libs in LIBS.items():
+        offered = {f for lib in libs
+                   for f in re.findall(r"^local function (\w+)", lua_folder().joinpath(f"{lib}.lua").read_text(), re.M)}
+        source = script(name).source
+        defined = set(re.findall(r"^local function (\w+)", source, re.M))
+        called = set(re.findall(r"\b(\w+)\s*\(", re.sub(r"--[^\n]*", "", source))) & offered
+        assert called <= defined, (name, called - defined)
+    walk = set(re.findall(r"^local function (\w+)", script("chain_walk").source, re.M))
+    assert "header" in walk and not walk & {"save_check", "save_write", "sweep", "token_push"}
 
 
 def test_a_keyed_token_is_the_key_and_a_fingerprint_of_the_body() -> None:

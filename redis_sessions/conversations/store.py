@@ -31,7 +31,7 @@ from ..ids import mint_id, validate_id
 from ..keys import KeySpace
 from ..link import AnyRedis, RedisLink
 from ..models import Item
-from ..options import ItemOptions
+from ..options import Configured, ItemOptions
 from ..replication import ReplicaAcks
 from ..scripts import script
 from ..tokens import new_token
@@ -59,7 +59,7 @@ class ConversationOptions(ItemOptions, frozen=True, kw_only=True):
             raise SessionError(ErrorCode.INPUT_INVALID, f"clock must be callable, got {type(self.clock).__name__}")
 
 
-class RedisConversationStore:
+class RedisConversationStore(Configured):
     """Conversations in Redis (standalone, Cluster or Sentinel), from a redis-py asyncio
     client (``client``, never closed here, ``decode_responses`` or not) or a URL
     (:meth:`from_url`).
@@ -76,6 +76,8 @@ class RedisConversationStore:
     oversized item ``session.record.too_large`` (413), a conversation written in another
     data format ``session.record.unsupported``.
     """
+
+    OPTIONS = ConversationOptions
 
     def __init__(self, client: Optional[AnyRedis] = None, *, link: Optional[RedisLink] = None,
                  **options: Any) -> None:
@@ -95,11 +97,6 @@ class RedisConversationStore:
         return cls(link=RedisLink.to_url(url, cluster=cluster, timeout=timeout,
                                          redis_kwargs=without_decode(redis_kwargs)), **options)
 
-    def __getattr__(self, name: str) -> Any:
-        """Each option as an attribute (``store.ttl_seconds``, ``store.max_item_bytes``)."""
-        if name in ConversationOptions.__struct_fields__:
-            return getattr(self.options, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def client(self) -> AnyRedis:

@@ -52,7 +52,7 @@ from ..keys import KeySpace
 from ..limits import UNSET, _Unset
 from ..link import AnyRedis, RedisLink
 from ..models import Item
-from ..options import SessionOptions
+from ..options import Configured, SessionOptions
 from ..replication import ReplicaAcks
 from ..scripts import script
 from ..tokens import Pending, keyed_token, new_token
@@ -139,7 +139,7 @@ def _same(a: Header, b: Optional[Header]) -> bool:
     return b is not None and a.epoch == b.epoch and a.rewrites == b.rewrites
 
 
-class RedisSession:
+class RedisSession(Configured):
     """An Agents SDK session stored in Redis or Redis Cluster (``MemorySession``: the same
     on an in-process server).
 
@@ -158,6 +158,8 @@ class RedisSession:
     is ``session.input.invalid`` and writes nothing (a compaction only if it grows the
     session). ``replica_acks=N``: every write returns once N replicas have it.
     """
+
+    OPTIONS = SessionOptions
 
     def __init__(self, session_id: str, *, client: Optional[AnyRedis] = None, redis_client: Optional[AnyRedis] = None,
                  link: Optional[RedisLink] = None, session_settings: Union["SessionSettings", dict[str, Any], None] = None,
@@ -203,11 +205,6 @@ class RedisSession:
         link = RedisLink.to_url(url, cluster=cluster, timeout=_timeout(options), redis_kwargs=without_decode(redis_kwargs))
         return cls(session_id, link=link, **options)
 
-    def __getattr__(self, name: str) -> Any:
-        """Each option as an attribute (``session.ttl_seconds``, ``session.max_items``)."""
-        if name in SessionOptions.__struct_fields__:
-            return getattr(object.__getattribute__(self, "options"), name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.session_id!r}, key_prefix={self.options.key_prefix!r})"

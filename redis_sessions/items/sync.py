@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Union
 from ..client import without_decode
 from ..errors import ErrorCode, SessionError
 from ..link import Blocking, RedisLink, SyncRedis, run_blocking
-from ..options import SessionOptions
+from ..options import Configured, SessionOptions
 from .compaction import CompactionOutcome, CompactionSession, ShouldTrigger
 from .redis import RedisSession, Snapshot, _timeout
 
@@ -28,12 +28,14 @@ if TYPE_CHECKING:
     from agents.memory import SessionSettings
 
 
-class SyncRedisSession(Blocking):
+class SyncRedisSession(Blocking, Configured):
     """An item session in Redis from synchronous code: :class:`RedisSession`'s methods
     (the Agents SDK ``Session`` protocol's ``get_items``, ``add_items``, ``pop_item``,
     ``clear_session``, and ``ping``, ``fork``, ``snapshot``, ``replace_prefix``) with the
     same arguments, options, results and errors, without ``await``, on a redis-py sync
     client. Safe to share between threads."""
+
+    OPTIONS = SessionOptions
 
     core: RedisSession
 
@@ -65,11 +67,10 @@ class SyncRedisSession(Blocking):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.session_id!r}, key_prefix={self.key_prefix!r})"
 
-    def __getattr__(self, name: str) -> Any:
-        """The options as attributes (``session.ttl_seconds``), as the core has them."""
-        if name in SessionOptions.__struct_fields__:
-            return getattr(object.__getattribute__(self, "core").options, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def options(self) -> SessionOptions:
+        return self.core.options
 
     @property
     def session_id(self) -> str:

@@ -37,7 +37,7 @@ from ..keys import KeySpace
 from ..limits import UNSET, _Unset
 from ..link import AnyRedis, RedisLink, as_text
 from ..models import ResponseSessionSnapshot, StoredResponseSession
-from ..options import MAX_DEPTH_LIMIT, ResponseOptions
+from ..options import Configured, MAX_DEPTH_LIMIT, ResponseOptions
 from ..replication import ReplicaAcks
 from ..scripts import script
 from ..tokens import new_token
@@ -100,7 +100,7 @@ def read_plan(count: int, record_bytes: int) -> list[list[slice]]:
     return [slices[at:at + SLICES_PER_TRIP] for at in range(0, len(slices), SLICES_PER_TRIP)]
 
 
-class RedisResponseSessionStore:
+class RedisResponseSessionStore(Configured):
     """Response chains in Redis (standalone, Cluster or Sentinel), from a redis-py asyncio
     client (``client``, never closed here) or a URL (:meth:`from_url`).
 
@@ -111,6 +111,8 @@ class RedisResponseSessionStore:
     on the same Redis and prefix; a response saved with ``conversation_id`` then appends
     its turn to that conversation in the same script.
     """
+
+    OPTIONS = ResponseOptions
 
     def __init__(self, client: AnyRedis | None = None, *, link: RedisLink | None = None,
                  conversations: Any = None, **options: Any) -> None:
@@ -134,11 +136,6 @@ class RedisResponseSessionStore:
         return cls(link=RedisLink.to_url(url, cluster=cluster, timeout=timeout, redis_kwargs=redis_kwargs),
                    conversations=conversations, **options)
 
-    def __getattr__(self, name: str) -> Any:
-        """Each option as an attribute (``store.ttl_seconds``, ``store.max_depth``)."""
-        if name in ResponseOptions.__struct_fields__:
-            return getattr(self.options, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def client(self) -> AnyRedis:
