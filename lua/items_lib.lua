@@ -6,7 +6,7 @@
 --   n+2       the ring (lua/tokens.lua)
 --   n+3       the header, last: '\0h1 <v> <g> <n> <p> <s> <b> <e> <from> <at>'
 -- Every script makes all its checks before its first write: Lua does not roll back.
--- Each KB of string a script makes costs Redis about 1.5 us, so the ring is an entry of
+-- Each KB of string a script makes costs Redis time (docs/benchmarks.md#unit-costs), so the ring is an entry of
 -- its own (read and written whole, never cut out of another string), the stash slots are
 -- written without being read, the header holds the item count (no LLEN) and keeps what a
 -- pop does not change as one piece, and what only the scripts that add items use is made

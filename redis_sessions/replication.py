@@ -71,8 +71,8 @@ REPLAYED_WAIT = 1.5
 """Seconds a replayed write may wait for its replicas' once-a-second acknowledgement."""
 WAIT_SHARE = 0.5
 """WAIT's timeout at most this share of a read's: the rest is for the round trip, which a
-busy server or network stretches (0.8 left 50 ms of a 0.25 s timeout, and a loaded CI run
-timed out)."""
+busy server or network stretches (a larger share left too little of a short timeout for
+it on a loaded machine)."""
 
 Command = tuple[Any, ...]
 _RAW: dict[str, Any] = {NEVER_DECODE: []}

@@ -46,8 +46,8 @@ POP_BYTES = 64 << 10
 """... while they fit in this many bytes together (the newest is always kept)."""
 READ_BYTES = 24 << 20
 """The most bytes one LRANGE of a read takes, counted at the largest entry the header
-knows, or at ``max_item_bytes`` before the header is read: Redis copies about 10 MiB a
-millisecond, so no read holds it for more than about 2.4 ms."""
+knows, or at ``max_item_bytes`` before the header is read: sized so that one read stays
+well inside the 5 ms bound (docs/benchmarks.md#the-longest-hold-by-size)."""
 READ_ENTRIES = 10_000
 """The most entries one LRANGE of a read takes (small entries cost by the entry)."""
 SCAN_LIMIT = 1000
