@@ -12,7 +12,7 @@
 -- pop does not change as one piece, and what only the scripts that add items use is made
 -- by them alone (writes()): every function defined here is made again on every call.
 local MAGIC, STASH, FORMAT = '\0h', '\0p', '1'
-local POP_BYTES, SCAN_LIMIT, MAX_BATCH_ITEMS = 65536, 1000, 10000
+local POP_BYTES, SCAN_LIMIT, MAX_BATCH_ITEMS = 65536, 1000, 5000
 local HEADER = '^%zh1 (%d+) (%d+) (%d+) ([01]) (%d+) (%d+)( (%S+) %S* %d*)'
 
 -- The session at key, from tail (its last entries, read here if not given): its header

@@ -73,7 +73,7 @@ async def push_raw(b: Backend, sid: str, *data: bytes) -> None:
 
 async def bury(client: Any, key: str, entries: list[bytes]) -> None:
     """``entries`` after the items of the session at ``key``, as its header counts them, in
-    batches of 10,000 (a test's way to a long session; the package writes 10,000 a call)."""
+    batches of 10,000 (a test's way to a long session; the package writes at most MAX_BATCH_ITEMS a call)."""
     for at in range(0, len(entries), 10_000):
         await client.eval(_INSERT, 1, key, *entries[at:at + 10_000])
 

@@ -52,7 +52,7 @@ READ_ENTRIES = 10_000
 """The most entries one LRANGE of a read takes (small entries cost by the entry)."""
 SCAN_LIMIT = 1000
 """Non-items one pop drops at most before it answers (the caller calls again)."""
-MAX_BATCH_ITEMS = 10_000
+MAX_BATCH_ITEMS = 5_000
 """Items one ``add_items``, compaction or fork writes at most: one script's arguments,
 bounded by count as ``max_batch_bytes`` bounds them by bytes. A session itself holds any
 number (``max_items`` bounds it, when given): no call's work grows with its length."""
