@@ -7,7 +7,8 @@ expires whole).
 
 What is kept after the year (records, ``MEMORY USAGE`` of every key), whether the newest
 turn resolves and at what depth, the round trips of that resolve, its Redis CPU (the
-``INFO cpu`` delta, the least of 20) and the longest single command it sent (SLOWLOG).
+``INFO cpu`` delta, the least of 20) and the longest single command it sent (SLOWLOG, the
+least of the 20 resolves' longest).
 """
 
 from __future__ import annotations
@@ -45,13 +46,15 @@ async def one_year(r: Redis, expiry: bool) -> str:
     before = store.round_trips
     snap = await store.resolve_chain(parent, max_depth=1000)
     trips = store.round_trips - before
-    cpu = []
-    await r.slowlog_reset()
+    cpu, held = [], []
     for _ in range(20):
+        await r.slowlog_reset()
         start = await redis_cpu(r)
         await store.resolve_chain(parent, max_depth=1000)
         cpu.append((await redis_cpu(r) - start) * 1e6)
-    longest = max(int(entry["duration"]) for entry in await r.slowlog_get(10_000))
+        held.append(max(int(entry["duration"]) for entry in await r.slowlog_get(10_000)
+                        if entry["command"].split()[0].upper() not in (b"INFO", b"SLOWLOG")))
+    longest = min(held)  # the least of the resolves' longest: a descheduled server reads slow once
     return (f"| {'on' if expiry else 'off'} | {kept} | {total:,} | yes ({len(snap.sessions)}) | {trips} | "
             f"{min(cpu):,.0f} | {longest:,} |")
 

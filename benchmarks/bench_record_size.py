@@ -2,10 +2,13 @@
 
     python benchmarks/bench_record_size.py [--url redis://...]
 
-For responses of 0.25 to 32 MiB (a store whose ``max_record_bytes`` allows them): the
-longest single command (SLOWLOG) of a save, a ``get``, and a resolve of a chain of two.
-For item sessions: ``add_items`` of one item of that size, or of a batch of items of
-1 MiB adding up to it, and ``get_items`` of the session then.
+For responses of 0.25 to 32 MiB of prose before compression (a store whose
+``max_record_bytes`` allows them, compressing as by default): the longest single command
+(SLOWLOG) of a save, a ``get``, and a resolve of a chain of two. For item sessions, stored
+uncompressed (``compression=False``: the case of an item that does not compress, where its
+stored bytes are its size): ``add_items`` of one item of that size, ``get_items`` and
+``pop_item`` then, and ``add_items`` of a batch of items of 1 MiB adding up to it, and
+``get_items`` of that session.
 
 A save is one script, and every string that enters Redis's Lua is hashed byte by byte
 (bench_lua_costs.py), so a save holds the server in proportion to its
@@ -66,25 +69,27 @@ async def responses(r: Redis) -> None:
 
 async def items(r: Redis) -> None:
     print("### Item sessions: the longest command of one call, us\n")
-    print("| MiB | add_items of one item | get_items then | add_items of 1 MiB items | get_items then |")
-    print("|---:|---:|---:|---:|---:|")
+    print("| MiB | add_items of one item | get_items then | pop_item then | add_items of 1 MiB items | get_items then |")
+    print("|---:|---:|---:|---:|---:|---:|")
     for mib in SIZES:
         size = int(mib * MIB)
-        got: dict[str, list[int]] = {"one": [], "get_one": [], "batch": [], "get_batch": []}
+        got: dict[str, list[int]] = {"one": [], "get_one": [], "pop": [], "batch": [], "get_batch": []}
         for n in range(3):
             one = RedisSession(f"hold-one-{mib}-{n}", client=r, max_item_bytes=64 * MIB, max_batch_bytes=64 * MIB,
-                               ttl_seconds=600)
+                               ttl_seconds=600, compression=False)
             item = [{"role": "user", "content": "x" * (size - 60)}]
             got["one"].append(await longest(r, lambda: one.add_items(item)))
             got["get_one"].append(await longest(r, lambda: one.get_items()))
+            got["pop"].append(await longest(r, lambda: one.pop_item()))
             await one.clear_session()
-            many = RedisSession(f"hold-many-{mib}-{n}", client=r, max_batch_bytes=64 * MIB, ttl_seconds=600)
+            many = RedisSession(f"hold-many-{mib}-{n}", client=r, max_batch_bytes=64 * MIB, ttl_seconds=600,
+                                compression=False)
             count = max(1, round(mib))
             batch = [{"role": "user", "content": "y" * (min(size, MIB) - 60)} for _ in range(count)]
             got["batch"].append(await longest(r, lambda: many.add_items(batch)))
             got["get_batch"].append(await longest(r, lambda: many.get_items()))
             await many.clear_session()
-        print(f"| {mib:g} | {span(got['one'])} | {span(got['get_one'])} | {span(got['batch'])} | {span(got['get_batch'])} |")
+        print(f"| {mib:g} | {span(got['one'])} | {span(got['get_one'])} | {span(got['pop'])} | {span(got['batch'])} | {span(got['get_batch'])} |")
     print()
 
 
