@@ -17,7 +17,7 @@ MEASURED = re.compile(r"(?<![\w.:%])\d[\d,]*(?:\.\d+)?x\b|\b\d[\d,]*(?:\.\d+)? ?
 
 def read_by_users() -> list[Path]:
     files = [*REPO.joinpath("redis_sessions").rglob("*.py"), *REPO.joinpath("lua").glob("*.lua"),
-             REPO / "README.md", *REPO.joinpath("docs").glob("*.md")]
+             REPO / "README.md", REPO / "pyproject.toml", *REPO.joinpath("docs").glob("*.md")]
     return [f for f in files if f.name != "benchmarks.md"]
 
 
