@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/bench_peers.py                   # a private redis-server on a free port
     .venv/bin/python benchmarks/bench_peers.py --base 0288008    # and every row of ours for that commit too
     .venv/bin/python benchmarks/bench_peers.py --url redis://127.0.0.1:6379/0 --rounds 7
-    .venv/bin/python benchmarks/bench_peers.py --svg docs/peers.svg   # and the ratios as a bar chart
+    .venv/bin/python benchmarks/bench_peers.py --svg docs/peers.svg   # and every ratio as a bar chart
+    .venv/bin/python benchmarks/bench_peers.py --front docs/front.svg # and the README's picture
     .venv/bin/python benchmarks/bench_peers.py --quick --base HEAD     # a few calls: does the harness run
 
 The peers: the Agents SDK's own ``RedisSession`` (item sessions); raw redis-py sending
@@ -822,6 +823,73 @@ def draw(rows: list[Row], path: str) -> None:
     plt.close(fig)
 
 
+FRONT = (
+    ("resolve_chain, depth 64 of 0.7 KB, by a worker that did not save it: wall per call",
+     "resolve a chain 64 deep", "a store reading one GET per hop (GodeX-style)"),
+    ("gateway turn, conversations of 10 turns, 1 worker process: turns per second",
+     "gateway turns per second, 10-turn conversations", "a GodeX-style store"),
+    ("add_items (1 item): wall per call", "add_items, one item", "the Agents SDK's RedisSession"),
+    ("get_items(limit=20), 200 items: wall per call", "get_items(limit=20) of 200 items", "the Agents SDK's RedisSession"),
+    ("get_items(), 200 items: wall per call", "get_items() of 200 items", "the Agents SDK's RedisSession"),
+    ("memory per stored response, 0.7 KB prose", "memory per stored response (0.7 KB)", "one JSON string per response"),
+)
+"""The front picture's rows: the table's row, what it measures, and the peer."""
+
+
+def front_rows(rows: list[Row]) -> list[tuple[str, float]]:
+    """Each FRONT row as "what, against whom" and how many times better ours is than the
+    peer (higher is better): a speed ratio as the table takes it (peer time / ours, ours /
+    peer turns/s), a cost ratio (ours / peer) turned over."""
+    by_name = {row.what: row for row in rows}
+    out = []
+    for name, what, peer in FRONT:
+        row = by_name[name]
+        assert row.ratio is not None and row.sense, name
+        better = row.ratio if row.sense.endswith("/ ours") or row.sense.endswith("turns/s") else 1 / row.ratio
+        out.append((f"{what}\nagainst {peer}", better))
+    return out
+
+
+def drawn_by(args: Any) -> list[str]:
+    """The command that drew the picture, with its paths relative to the repository (only
+    a file's name for a path outside it): no machine path goes into a picture."""
+    def shown(path: str) -> str:
+        rel = os.path.relpath(os.path.abspath(path), REPO)
+        return Path(path).name if rel.startswith("..") else rel
+
+    words = ["python", "benchmarks/bench_peers.py"]
+    words += ["--quick"] if args.quick else ["--rounds", str(args.rounds), "--calls", str(args.calls)]
+    words += ["--base", args.base] if args.base else []
+    words += ["--svg", shown(args.svg)] if args.svg else []
+    return words + ["--front", shown(args.front)]
+
+
+def draw_front(rows: list[Row], path: str, caption: str) -> None:
+    """The README's picture: what one gains, one measure a row, all "times better than the
+    peer", higher is better, with the machine, the server and the command under it."""
+    import matplotlib  # noqa: PLC0415 (only with --front)
+
+    matplotlib.use("svg")
+    matplotlib.rcParams["svg.fonttype"] = "none"
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    shown = front_rows(rows)[::-1]
+    ys = list(range(len(shown)))
+    fig, ax = plt.subplots(figsize=(8, 0.62 * len(shown) + 1.5))
+    ax.barh(ys, [v for _, v in shown], color="#2e6f9e", height=0.6)
+    for y, (_, value) in zip(ys, shown):
+        ax.text(value, y, f"  {value:.1f}x", va="center", fontsize=9)
+    ax.set_yticks(ys, [label for label, _ in shown], fontsize=8)
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xlim(0, max(v for _, v in shown) * 1.2)
+    ax.set_xlabel("times better than the peer (higher is better; 1x = the same)", fontsize=8)
+    ax.set_title("redis-sessions: what you gain", fontsize=10)
+    fig.text(0.01, 0.01, caption, fontsize=6.5, color="#444444", va="bottom")
+    fig.tight_layout(rect=(0, 0.09, 1, 1))
+    fig.savefig(path, format="svg", metadata={"Date": None})
+    plt.close(fig)
+
+
 def run(args: Any) -> None:
     import redis  # noqa: PLC0415
 
@@ -864,6 +932,12 @@ def run(args: Any) -> None:
     print(table(rows, bool(args.base)))
     if args.svg:
         draw(rows, args.svg)
+    if args.front:
+        server = f"{'Valkey' if 'valkey_version' in info else 'redis-server'} " \
+                 f"{info.get('valkey_version', info['redis_version'])}"
+        draw_front(rows, args.front, f"{os.cpu_count()}-core shared machine, {server} over loopback, Python "
+                   f"{sys.version.split()[0]}, hiredis {'installed' if importlib.util.find_spec('hiredis') else 'not installed'}; "
+                   f"{rounds} alternating rounds, medians\ndrawn by: {shlex.join(drawn_by(args))}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -872,7 +946,8 @@ def main(argv: list[str] | None = None) -> None:
     p.set_defaults(rounds=7)
     p.add_argument("--calls", type=int, default=300, help="sequential calls per side and round")
     p.add_argument("--quick", action="store_true", help="one round of 3 calls per row: does the harness run")
-    p.add_argument("--svg", metavar="PATH", help="also draw the ratios as a bar chart (matplotlib) to PATH")
+    p.add_argument("--svg", metavar="PATH", help="also draw every ratio as a bar chart (matplotlib) to PATH")
+    p.add_argument("--front", metavar="PATH", help="also draw the README's picture of what one gains to PATH")
     p.add_argument("--base", metavar="REV", help="also measure every row of ours for this commit's package")
     p.add_argument("--new", default=str(REPO), help="the tree to measure as ours (default this checkout, as it is)")
     p.add_argument("--worker", nargs=3, metavar=("URL", "TAG", "ROLE"), help=argparse.SUPPRESS)

@@ -4,6 +4,7 @@ against a base commit (structure only), and bench_sync.py runs a few calls."""
 
 from __future__ import annotations
 
+import html
 import importlib
 import re
 import subprocess
@@ -79,9 +80,9 @@ def test_the_peers_benchmark_runs_and_prints_every_row(tmp_path, base):
     targets where it sets them), and the chart; with ``--base``, the base's figure beside
     every row that measures the package (a worker importing ``git archive HEAD``'s) and
     new / base. Structure only: a smoke run's timings mean nothing."""
-    svg = tmp_path / "peers.svg"
+    svg, front = tmp_path / "peers.svg", tmp_path / "front.svg"
     run = subprocess.run([sys.executable, str(BENCHMARKS / "bench_peers.py"), "--quick", "--svg", str(svg),
-                          *(["--base", base] if base else [])],
+                          "--front", str(front), *(["--base", base] if base else [])],
                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
@@ -109,6 +110,31 @@ def test_the_peers_benchmark_runs_and_prints_every_row(tmp_path, base):
             assert FLOOR.match(what) or (_number(figure) > 0 and moved.endswith("x") and _number(moved) > 0), what
     chart = svg.read_text()
     assert "<svg" in chart and ("the base's" in chart) == bool(base)
+    # the README's picture: at most 6 rows, each a measure of ours against a named peer, all
+    # "times better" (higher is better), the server and the command that drew it under it,
+    # and no machine path
+    picture = html.unescape(front.read_text())
+    import bench_peers
+    assert 0 < len(bench_peers.FRONT) <= 6
+    for name, what, peer in bench_peers.FRONT:
+        assert sum(row[0] == name for row in cells) == 1, name
+        assert what in picture and f"against {peer}" in picture, what
+    assert "higher is better" in picture and ("redis-server 7" in picture or "Valkey" in picture)
+    assert "python benchmarks/bench_peers.py --quick" in picture and str(tmp_path) not in picture
+
+
+def test_the_front_picture_counts_every_row_as_times_better() -> None:
+    """A speed row is taken as the table takes it (peer time / ours, ours / peer turns/s),
+    a cost row (ours / peer) turned over: higher is better on every row."""
+    import bench_peers
+    rows = [bench_peers.Row(name, "peer", 1.0, 1.0, ratio=2.0,
+                            sense="ours / GodeX" if name.startswith("memory") else
+                            "ours / GodeX turns/s" if "turns per second" in name else "peer time / ours")
+            for name, _, _ in bench_peers.FRONT]
+    got = dict(bench_peers.front_rows(rows))
+    assert len(got) == len(bench_peers.FRONT)
+    assert [v for k, v in got.items() if k.startswith("memory")] == [0.5]
+    assert all(v == 2.0 for k, v in got.items() if not k.startswith("memory"))
 
 
 @pytest.mark.real
