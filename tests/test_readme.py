@@ -11,9 +11,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
-PAGES = [README, *sorted(DOCS.glob("*.md"))]
-# Drawn by `python benchmarks/bench_peers.py --svg docs/peers.svg`: referenced before a run has drawn it.
-DRAWN_BY_A_BENCHMARK = {DOCS / "peers.svg"}
+CHANGELOG = ROOT / "CHANGELOG.md"
+PAGES = [README, CHANGELOG, *sorted(DOCS.glob("*.md"))]
+# Drawn by `python benchmarks/bench_peers.py --svg docs/peers.svg --front docs/front.svg`:
+# referenced before a run has drawn them.
+DRAWN_BY_A_BENCHMARK = {DOCS / "peers.svg", DOCS / "front.svg"}
 
 
 def shell_blocks(text: str) -> list[str]:
@@ -89,3 +91,14 @@ def test_the_docs_index_links_every_page():
 
 def test_the_lua_script_folder_ships():
     assert "lua" in (ROOT / "pyproject.toml").read_text()
+
+
+def test_the_changelog_has_the_packages_version():
+    """Every version pyproject.toml names has its entry (Keep a Changelog), which says
+    what it did to the data format."""
+    version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), flags=re.M)
+    assert version is not None
+    text = CHANGELOG.read_text()
+    entry = re.search(rf"^## {re.escape(version.group(1))} - (.+?)(?=^## |\Z)", text, flags=re.M | re.S)
+    assert entry is not None, version.group(1)
+    assert "### Data format" in entry.group(0) and "### Added" in entry.group(0)
