@@ -22,6 +22,9 @@ from redis import exceptions as rx
 
 
 class ErrorCode(str, Enum):
+    """The stable code of a :class:`SessionError`; its value is the string a gateway sees
+    (``session.chain.not_found``). Codes are only ever added, never renamed."""
+
     STORE_CONFLICT = "session.store.conflict"
     CHAIN_NOT_FOUND = "session.chain.not_found"
     CHAIN_CYCLE_DETECTED = "session.chain.cycle_detected"
@@ -101,6 +104,7 @@ class SessionError(Exception):
 
     @property
     def http_status(self) -> int:
+        """The HTTP status a gateway should return for this error's ``code``."""
         return HTTP_STATUS[self.code]
 
     def to_dict(self) -> dict[str, object]:

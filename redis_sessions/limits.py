@@ -13,6 +13,8 @@ from __future__ import annotations
 
 
 class _Unset:
+    """``UNSET``: an argument not given, where ``None`` means something (no TTL, no parent)."""
+
     def __repr__(self) -> str:
         return "UNSET"
 

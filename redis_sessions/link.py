@@ -106,6 +106,7 @@ class Blocking:
 
     @property
     def timeout(self) -> float | None:
+        """The time budget of one call, in seconds (``None``: no budget)."""
         return self.core.timeout  # type: ignore[no-any-return]
 
     def close(self) -> None:

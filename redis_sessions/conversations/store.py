@@ -146,6 +146,8 @@ class RedisConversationStore(Configured):
 
     @bounded
     async def get(self, conversation_id: str) -> Conversation:
+        """The conversation: its id, creation time and metadata. An unknown, deleted or expired
+        one is ``session.conversation.not_found``."""
         validate_id(conversation_id, "conversation id")
         created, meta = await self._call("conv_get", conversation_id, self.options.slide_ms)
         return _conversation(conversation_id, created, meta)
@@ -217,6 +219,8 @@ class RedisConversationStore(Configured):
 
     @bounded
     async def get_item(self, conversation_id: str, item_id: str) -> Item:
+        """One item of the conversation, by its id: ``session.conversation.item_not_found`` if
+        the conversation has no such item."""
         validate_id(conversation_id, "conversation id")
         validate_id(item_id, "item id")
         value = await self._call("conv_item", conversation_id, self.options.slide_ms, item_id)

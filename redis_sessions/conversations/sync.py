@@ -51,36 +51,47 @@ class SyncConversationStore(Blocking):
 
     @property
     def keys(self) -> KeySpace:
+        """The store's key layout (its prefix and key names)."""
         return self.core.keys
 
     @property
     def options(self) -> ConversationOptions:
+        """The store's options (:class:`RedisConversationStore`'s)."""
         return self.core.options
 
     def create(self, items: Optional[list[Item]] = None, metadata: Optional[dict[str, str]] = None) -> Conversation:
+        """:meth:`RedisConversationStore.create`, blocking."""
         return run_blocking(self.core.create(items, metadata))
 
     def get(self, conversation_id: str) -> Conversation:
+        """:meth:`RedisConversationStore.get`, blocking."""
         return run_blocking(self.core.get(conversation_id))
 
     def update(self, conversation_id: str, metadata: dict[str, str]) -> Conversation:
+        """:meth:`RedisConversationStore.update`, blocking."""
         return run_blocking(self.core.update(conversation_id, metadata))
 
     def delete(self, conversation_id: str) -> ConversationDeleted:
+        """:meth:`RedisConversationStore.delete`, blocking."""
         return run_blocking(self.core.delete(conversation_id))
 
     def add_items(self, conversation_id: str, items: list[Item]) -> ConversationItemList:
+        """:meth:`RedisConversationStore.add_items`, blocking."""
         return run_blocking(self.core.add_items(conversation_id, items))
 
     def list_items(self, conversation_id: str, *, limit: int = checks.DEFAULT_LIMIT,
                    order: checks.Order = "desc", after: Optional[str] = None) -> ConversationItemList:
+        """:meth:`RedisConversationStore.list_items`, blocking."""
         return run_blocking(self.core.list_items(conversation_id, limit=limit, order=order, after=after))
 
     def history(self, conversation_id: str) -> list[Item]:
+        """:meth:`RedisConversationStore.history`, blocking."""
         return run_blocking(self.core.history(conversation_id))
 
     def get_item(self, conversation_id: str, item_id: str) -> Item:
+        """:meth:`RedisConversationStore.get_item`, blocking."""
         return run_blocking(self.core.get_item(conversation_id, item_id))
 
     def delete_item(self, conversation_id: str, item_id: str) -> Conversation:
+        """:meth:`RedisConversationStore.delete_item`, blocking."""
         return run_blocking(self.core.delete_item(conversation_id, item_id))

@@ -89,6 +89,7 @@ class CompactionSession:
     # -- the Session protocol, delegated ---------------------------------------
     @property
     def session_settings(self) -> Optional["SessionSettings"]:
+        """The wrapped session's ``session_settings``; settable."""
         return self.underlying.session_settings
 
     @session_settings.setter
@@ -96,15 +97,19 @@ class CompactionSession:
         self.underlying.session_settings = value
 
     async def get_items(self, limit: Optional[int] = None) -> list["TResponseInputItem"]:
+        """The wrapped session's :meth:`RedisSession.get_items`."""
         return await self.underlying.get_items(limit)
 
     async def add_items(self, items: list["TResponseInputItem"], *, idempotency_key: Optional[str] = None) -> None:
+        """The wrapped session's :meth:`RedisSession.add_items`."""
         await self.underlying.add_items(items, idempotency_key=idempotency_key)
 
     async def pop_item(self) -> Optional["TResponseInputItem"]:
+        """The wrapped session's :meth:`RedisSession.pop_item`."""
         return await self.underlying.pop_item()
 
     async def clear_session(self) -> None:
+        """The wrapped session's :meth:`RedisSession.clear_session`."""
         await self.underlying.clear_session()
 
     # -- compaction ------------------------------------------------------------

@@ -70,14 +70,17 @@ class SyncRedisSession(Blocking, Configured):
 
     @property
     def options(self) -> SessionOptions:
+        """The session's options (:class:`RedisSession`'s)."""
         return self.core.options
 
     @property
     def session_id(self) -> str:
+        """The session's id."""
         return self.core.session_id
 
     @property
     def session_settings(self) -> Optional["SessionSettings"]:
+        """The Agents SDK's ``SessionSettings`` (the default ``limit`` of :meth:`get_items`); settable."""
         return self.core.session_settings
 
     @session_settings.setter
@@ -86,18 +89,23 @@ class SyncRedisSession(Blocking, Configured):
 
     # -- the Session protocol -----------------------------------------------------------
     def get_items(self, limit: Optional[int] = None) -> list["TResponseInputItem"]:
+        """:meth:`RedisSession.get_items`, blocking."""
         return run_blocking(self.core.get_items(limit))
 
     def add_items(self, items: list["TResponseInputItem"], *, idempotency_key: Optional[str] = None) -> None:
+        """:meth:`RedisSession.add_items`, blocking."""
         run_blocking(self.core.add_items(items, idempotency_key=idempotency_key))
 
     def pop_item(self) -> Optional["TResponseInputItem"]:
+        """:meth:`RedisSession.pop_item`, blocking."""
         return run_blocking(self.core.pop_item())
 
     def clear_session(self) -> None:
+        """:meth:`RedisSession.clear_session`, blocking."""
         run_blocking(self.core.clear_session())
 
     def ping(self) -> bool:
+        """:meth:`RedisSession.ping`, blocking."""
         return run_blocking(self.core.ping())
 
     # -- beyond the protocol ------------------------------------------------------------
@@ -107,9 +115,11 @@ class SyncRedisSession(Blocking, Configured):
         return SyncRedisSession(new_session_id, core=run_blocking(self.core.fork(new_session_id, upto=upto)))
 
     def snapshot(self) -> Snapshot:
+        """:meth:`RedisSession.snapshot`, blocking."""
         return run_blocking(self.core.snapshot())
 
     def replace_prefix(self, snapshot: Snapshot, items: list[Any]) -> bool:
+        """:meth:`RedisSession.replace_prefix`, blocking."""
         return run_blocking(self.core.replace_prefix(snapshot, items))
 
     def close(self) -> None:
@@ -152,22 +162,29 @@ class SyncCompactionSession:
 
     @property
     def session_id(self) -> str:
+        """The wrapped session's id."""
         return self.underlying.session_id
 
     def get_items(self, limit: Optional[int] = None) -> list["TResponseInputItem"]:
+        """The wrapped session's :meth:`SyncRedisSession.get_items`."""
         return self.underlying.get_items(limit)
 
     def add_items(self, items: list["TResponseInputItem"], *, idempotency_key: Optional[str] = None) -> None:
+        """The wrapped session's :meth:`SyncRedisSession.add_items`."""
         self.underlying.add_items(items, idempotency_key=idempotency_key)
 
     def pop_item(self) -> Optional["TResponseInputItem"]:
+        """The wrapped session's :meth:`SyncRedisSession.pop_item`."""
         return self.underlying.pop_item()
 
     def clear_session(self) -> None:
+        """The wrapped session's :meth:`SyncRedisSession.clear_session`."""
         self.underlying.clear_session()
 
     def run_compaction(self, args: Optional[Mapping[str, Any]] = None) -> None:
+        """:meth:`CompactionSession.run_compaction`, blocking, with the plain ``compactor``."""
         run_blocking(self.core.run_compaction(args))
 
     def compact(self, *, force: bool = False, args: Optional[Mapping[str, Any]] = None) -> CompactionOutcome:
+        """:meth:`CompactionSession.compact`, blocking, with the plain ``compactor``."""
         return run_blocking(self.core.compact(force=force, args=args))

@@ -11,7 +11,12 @@ from ..models import ResponseSessionSnapshot, StoredResponseSession
 
 @runtime_checkable
 class ResponseSessionStore(Protocol):
-    async def get(self, response_id: str) -> StoredResponseSession | None: ...
+    """What a gateway needs of a response store: :class:`RedisResponseSessionStore` and
+    :class:`MemoryResponseSessionStore` have it (``isinstance`` checks
+    that the methods are there)."""
+
+    async def get(self, response_id: str) -> StoredResponseSession | None:
+        """The stored response, or ``None``: :meth:`RedisResponseSessionStore.get`."""
 
     async def save(
         self,
@@ -19,7 +24,8 @@ class ResponseSessionStore(Protocol):
         *,
         expected_previous_response_id: str | None | _Unset = UNSET,
         overwrite: bool = False,
-    ) -> None: ...
+    ) -> None:
+        """Store one response: :meth:`RedisResponseSessionStore.save`."""
 
     async def resolve_chain(
         self,
@@ -27,8 +33,11 @@ class ResponseSessionStore(Protocol):
         *,
         max_depth: int | None = None,
         include_incomplete: bool = False,
-    ) -> ResponseSessionSnapshot: ...
+    ) -> ResponseSessionSnapshot:
+        """The chain that ends at a response: :meth:`RedisResponseSessionStore.resolve_chain`."""
 
-    async def delete(self, response_id: str) -> bool: ...
+    async def delete(self, response_id: str) -> bool:
+        """Delete one response: :meth:`RedisResponseSessionStore.delete`."""
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Close the store: :meth:`RedisResponseSessionStore.close`."""

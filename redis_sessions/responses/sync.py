@@ -57,34 +57,43 @@ class SyncResponseSessionStore(Blocking):
 
     @property
     def keys(self) -> KeySpace:
+        """The store's key layout (its prefix and key names)."""
         return self.core.keys
 
     @property
     def options(self) -> ResponseOptions:
+        """The store's options (:class:`RedisResponseSessionStore`'s)."""
         return self.core.options
 
     @property
     def round_trips(self) -> int:
+        """:attr:`RedisResponseSessionStore.round_trips`."""
         return self.core.round_trips
 
     def new_response_id(self, previous_response_id: str | None = None, *, conversation_id: str | None = None) -> str:
+        """:meth:`RedisResponseSessionStore.new_response_id`, blocking."""
         return run_blocking(self.core.new_response_id(previous_response_id, conversation_id=conversation_id))
 
     def get(self, response_id: str) -> StoredResponseSession | None:
+        """:meth:`RedisResponseSessionStore.get`, blocking."""
         return run_blocking(self.core.get(response_id))
 
     def resolve_chain(self, previous_response_id: str | None, *, max_depth: int | None = None,
                       include_incomplete: bool = False) -> ResponseSessionSnapshot:
+        """:meth:`RedisResponseSessionStore.resolve_chain`, blocking."""
         return run_blocking(self.core.resolve_chain(previous_response_id, max_depth=max_depth,
                                                     include_incomplete=include_incomplete))
 
     def save(self, session: StoredResponseSession, *,
              expected_previous_response_id: str | None | _Unset = UNSET, overwrite: bool = False) -> None:
+        """:meth:`RedisResponseSessionStore.save`, blocking."""
         run_blocking(self.core.save(session, expected_previous_response_id=expected_previous_response_id,
                                     overwrite=overwrite))
 
     def delete(self, response_id: str) -> bool:
+        """:meth:`RedisResponseSessionStore.delete`, blocking."""
         return run_blocking(self.core.delete(response_id))
 
     def delete_thread(self, response_id: str) -> int:
+        """:meth:`RedisResponseSessionStore.delete_thread`, blocking."""
         return run_blocking(self.core.delete_thread(response_id))
