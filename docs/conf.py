@@ -36,7 +36,7 @@ release = version = "0.1.0"
 extensions = ["sphinx.ext.autodoc", "myst_parser"]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "README"
-include_patterns = ["README.md", "docs/*.md", "docs/api.rst"]
+include_patterns = ["README.md", "CHANGELOG.md", "docs/*.md", "docs/api.rst"]
 exclude_patterns = ["docs/_build"]
 html_theme = "furo"
 html_title = "redis-sessions"
@@ -159,10 +159,10 @@ def check_reference(app: Sphinx, env: Any) -> None:
 
 def add_toctrees(app: Sphinx, docname: str, source: list[str]) -> None:
     """Sphinx's navigation needs toctrees, which GitHub would show as code: the build adds
-    hidden ones, the README's to the guide's index and the guide index's to the pages it
+    hidden ones, the README's to the guide's index and the changelog, and the guide index's to the pages it
     links (docs/README.md links every page; tests/test_readme.py checks it) and the API."""
     if docname == "README":
-        pages = ["docs/README"]
+        pages = ["docs/README", "CHANGELOG"]
     elif docname == "docs/README":
         pages = list(dict.fromkeys(re.findall(r"\]\(([\w-]+)\.md\)", source[0]))) + ["api"]
     else:
