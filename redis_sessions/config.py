@@ -55,7 +55,7 @@ class SessionConfig(BaseSettings):
     stop growing); False: a thread this store starts expires whole."""
     compression: bool = True
     """Records and items of 512 bytes or more are stored zstd-compressed where that makes
-    them smaller ([benchmarks](docs/benchmarks.md) has what it saves and costs)."""
+    them smaller (docs/benchmarks.md#unit-costs has what it saves and costs)."""
     max_batch_bytes: int = Field(default=MAX_BATCH_BYTES, ge=1024)
     """Item sessions: the most bytes one ``add_items`` call may add (its items, encoded)."""
 
