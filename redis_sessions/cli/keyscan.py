@@ -32,7 +32,7 @@ from ..errors import ErrorCode, SessionError, translate, translate_errors
 from ..items import header
 from ..keys import _GLOB_SPECIAL, KeySpace
 from ..link import AnyRedis, as_text
-from ..responses.store import SCAN_BYTES
+from ..responses.store import hscan_count
 
 T = TypeVar("T")
 SCAN_COUNT = 500
@@ -141,12 +141,6 @@ def state(key: Key, replies: Sequence[Any]) -> State:
     return State("live" if replies[1] > 2 else "tombstone", largest=int(found.group(1)))
 
 
-def hscan_count(largest: int, most: int = 1_000) -> int:
-    """Fields one HSCAN of a thread visits at most: Redis copies the value of every field
-    it visits, so the thread's largest record decides (the store's ``SCAN_BYTES``)."""
-    return max(1, min(most, SCAN_BYTES // max(largest, 1)))
-
-
 async def count_responses(client: AnyRedis, threads: Sequence[tuple[Key, int]], failures: Failures,
                           on_done: Callable[[int], None] | None = None) -> dict[str, int]:
     """How many responses each thread (with its largest record) holds: its ``p:`` fields,
@@ -155,7 +149,7 @@ async def count_responses(client: AnyRedis, threads: Sequence[tuple[Key, int]], 
     counted: dict[str, int] = {}
     for start in range(0, len(threads), BATCH):
         seen: dict[str, set[bytes]] = {key.name: set() for key, _ in threads[start:start + BATCH]}
-        todo = [(key.name, 0, hscan_count(largest)) for key, largest in threads[start:start + BATCH]]
+        todo = [(key.name, 0, hscan_count(largest, 1_000)) for key, largest in threads[start:start + BATCH]]
         while todo:
             pages = await pipelined(client, todo, lambda p, t: p.hscan(t[0], t[1], match="p:*", count=t[2]), 1,
                                     None, "HSCAN")

@@ -38,10 +38,11 @@ from urllib.parse import quote, unquote
 from ..errors import ErrorCode, SessionError
 from ..keys import KeySpace
 from ..link import AnyRedis, as_text, close_client
+from ..responses.store import hscan_count
 from ..errors import translate_errors
 from . import output
 from .common import Target
-from .keyscan import _MARK, STATE_REPLIES, Failures, Key, KeyKinds, hscan_count, pipelined, primaries, queue_state, \
+from .keyscan import _MARK, STATE_REPLIES, Failures, Key, KeyKinds, pipelined, primaries, queue_state, \
     scan_match, scan_step, state, wrong_type
 
 KINDS = ("threads", "responses", "sessions", "conversations")

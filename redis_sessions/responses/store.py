@@ -68,6 +68,12 @@ CLAIM_ATTEMPTS = 3
 SCAN_BYTES = 1 << 20
 """Record bytes one HSCAN page of a thread visits at most (delete_thread): Redis copies
 every field a page visits, values included, before it filters them."""
+
+
+def hscan_count(largest: int, most: int) -> int:
+    """Fields one HSCAN of a thread visits at most, at most ``most``: Redis copies the value
+    of every field it visits, so the thread's largest record decides (``SCAN_BYTES``)."""
+    return max(1, min(most, SCAN_BYTES // max(largest, 1)))
 LOCATOR_BATCH = 512
 """Locator DELs, or PEXPIREs, sent in one pipeline."""
 COVER_CALLS = 400
@@ -519,7 +525,7 @@ class RedisResponseSessionStore(Configured):
         """The ids of every record in the thread, in HSCAN pages sized by its largest record."""
         head = (await self.edge.command("HGET", key, "h", where=f"thread {key!r}") or b"").split()
         largest = int(head[1]) if len(head) > 1 and head[1].isdigit() else SCAN_BYTES
-        count, cursor, ids = max(1, min(64, SCAN_BYTES // max(largest, 1))), 0, list[str]()
+        count, cursor, ids = hscan_count(largest, 64), 0, list[str]()
         while True:
             cursor, page = await self.edge.command("HSCAN", key, cursor, "MATCH", "p:*", "COUNT", count,
                                                    where=f"thread {key!r}")  # redis-py: (cursor, {field: value})
