@@ -139,7 +139,7 @@ async def save_rows(r: Redis, rounds: int) -> list[tuple[str, str]]:
             for i in range(300):
                 rid = new_response_id(parent)
                 blob = codec.encode_record(record(rid, parent, i + 1, 700), True, 1 << 20)
-                args = (store._save_args(rid, parent, None, False, blob) if name == ours
+                args = (store._save_args(rid, parent, None, False, blob, "") if name == ours
                         else [rid, parent, blob, new_token(), 30 * 86_400_000])
                 calls.append(args)
                 parent = rid

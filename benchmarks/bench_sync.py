@@ -70,7 +70,7 @@ def main() -> None:
             at["raw"] += 1
             blob = core._check_save(rec, UNSET, False)[3]
             client.evalsha(save_script.sha, 1, f"bsync:{{{thread_of(rec.id)}}}:chain",
-                           *core._save_args(rec.id, None, None, False, blob))
+                           *core._save_args(rec.id, None, None, False, blob, ""))
 
         save = alternate(rounds, {"ours": (ours_save, n), "raw": (raw_save, n)})
         ours_ids = [rec.id for rec in ours[:n]]

@@ -3,7 +3,9 @@
 -- KEYS[1] the thread hash   ARGV[1] the id   ARGV[2] operation token (lua/tokens.lua)
 -- ARGV[3] the store's TTL in ms: how long the parent of a deleted record, left without
 --         children, is kept (it was needed until now)
--- Returns 1 if the record was there, 0 if not.
+-- ARGV[4] the caller's owner ('' for none)
+-- Returns 1 if the record was there, 0 if not, -1 if its thread is another owner's (to
+-- whom it is not there; nothing is written, not even the token).
 --
 -- The outcome is remembered under the token in the thread's ring ('D' deleted, 'N' not
 -- found), so a re-sent copy answers what the first one did and deletes nothing, not even
@@ -16,8 +18,9 @@ if not got[1] then
   if got[2] or got[3] then return unsupported(key, nil) end
   return 0  -- no thread: nothing to delete, nothing to remember
 end
-local largest, books = header(got[1])
+local largest, books, _, _, owner = header(got[1])
 if not largest then return unsupported(key, got[1]) end
+if not owned(owner, ARGV[4]) then return -1 end
 local done = token_find(got[2], token)
 if done then return done == 'D' and 1 or 0 end
 local parent = got[3]

@@ -3,7 +3,9 @@
 --   h       "1 <largest> <books> <cursor> <next>": the data format; the largest record the
 --           thread has held (bytes: what a read sizes its HMGETs by); '1' when the thread
 --           keeps the books of per-response expiry; where the sweep goes on (an HSCAN
---           cursor) and the server time (ms) it may next run
+--           cursor) and the server time (ms) it may next run. A thread saved with an
+--           owner is in format 2: "2 <largest> <books> <cursor> <next> <owner>", which a
+--           format-1 reader refuses rather than serve it to anyone
 --   ops     the tokens of the thread's recent writes (lua/tokens.lua)
 --   d:<id>  a record (redis_sessions/codec.py)     p:<id>  its parent ('' for a root)
 --   e:<id>  a leaf's deadline, ms ('0': never); on a record with children, 's<ms>': the
@@ -15,19 +17,27 @@
 -- e: fields (HSCAN, sized by the largest record, since Redis copies the values of every
 -- field it visits), at most once every SWEEP_GAP_MS (a sixteenth of a shorter TTL) unless
 -- the last one found work, and remove at most PRUNE records a call.
-local FORMAT = '1'
 local PRUNE, SWEEP_BYTES, SWEEP_COUNT, SWEEP_GAP_MS, COVER_STEPS = 8, 1048576, 1024, 1000, 256
 
--- The header's parts: largest, books, cursor, next (as numbers, books a boolean), or nil
--- when it is not one of this data format. Values, not a table: a save reads it every time.
+-- The header's parts: largest, books, cursor, next (as numbers, books a boolean) and the
+-- owner ('' for none: format 1), or nil when it is not one of formats 1 and 2. Values, not
+-- a table: a save reads it every time.
 local function header(h)
-  local largest, books, cursor, nxt = string.match(h, '^1 (%d+) ([01]) (%d+) (%d+)$')
-  if not largest then return nil end
-  return tonumber(largest), books == '1', cursor, tonumber(nxt)
+  local v, largest, books, cursor, nxt, rest = string.match(h, '^([12]) (%d+) ([01]) (%d+) (%d+)(.*)$')
+  local owner = v == '1' and rest == '' and '' or v == '2' and string.match(rest, '^ (%S+)$')
+  if not owner then return nil end
+  return tonumber(largest), books == '1', cursor, tonumber(nxt), owner
 end
 
-local function header_text(largest, books, cursor, nxt)
-  return FORMAT .. ' ' .. largest .. ' ' .. (books and '1' or '0') .. ' ' .. cursor .. ' ' .. string.format('%.0f', nxt)
+local function header_text(largest, books, cursor, nxt, owner)
+  return (owner == '' and '1' or '2') .. ' ' .. largest .. ' ' .. (books and '1' or '0') .. ' ' .. cursor .. ' '
+         .. string.format('%.0f', nxt) .. (owner == '' and '' or (' ' .. owner))
+end
+
+-- Whether a call on behalf of ``caller`` ('' for a call without an owner, which sees
+-- every thread) may see a thread of ``owner``: to any other owner, the thread is not there.
+local function owned(owner, caller)
+  return caller == '' or owner == caller
 end
 
 -- The refusal of a key this version does not read: another data format, or one from before
@@ -35,7 +45,7 @@ end
 local function unsupported(key, h)
   local told = h and string.match(h, '^(%d+) ')
   return redis.error_reply('RSVERSION ' .. key .. (told and (' is in data format ' .. told) or
-                           ' was written before the first data format') .. '; this version reads format ' .. FORMAT)
+                           ' was written before the first data format') .. '; this version reads formats 1 and 2')
 end
 
 -- Whether ``id`` was minted for the thread of ``key`` (redis_sessions/ids.py): it has no locator.
@@ -140,7 +150,13 @@ local function save_check(key, A)
                          'l:' .. parent)
   local h = got[1]
   if h then
-    if string.byte(h, 1) ~= 49 or string.byte(h, 2) ~= 32 then return unsupported(key, h) end  -- '1 '
+    local largest, _, _, _, owner = header(h)
+    if not largest then return unsupported(key, h) end
+    -- another owner's thread is not there for this call: its parent is not found, and its
+    -- root's id is taken (the caller minted neither)
+    if not owned(owner, A[12]) then
+      return redis.error_reply(parent ~= '' and ('RSPARENT ' .. parent) or ('RSTAKEN ' .. id))
+    end
   elseif got[2] or got[3] or got[4] then
     return unsupported(key, nil)  -- records without a header: from before the first data format
   end
@@ -191,12 +207,14 @@ local function save_cover(key, A, above, deadline, now)
 end
 
 -- The save's writes (``got``: save_check's read; ``leaf``: the record under the id, if
--- any, is a leaf); nothing here can fail. Returns the script's reply.
-local function save_write(key, A, got, leaf)
+-- any, is a leaf; ``owner``: a new thread's, A[12] unless given); nothing here can fail.
+-- Returns the script's reply.
+local function save_write(key, A, got, leaf, owner)
   local id, parent, blob, ttl = A[1], A[2], A[6], tonumber(A[7])
   local h, old = got[1], got[3]
   local largest, books, cursor, nxt = 0, A[10] == '1', '0', 0
-  if h then largest, books, cursor, nxt = header(h) end
+  owner = owner or A[12]
+  if h then largest, books, cursor, nxt, owner = header(h) end
   local touched = not h or #blob > largest
   if #blob > largest then largest = #blob end
   local now = server_ms()
@@ -229,6 +247,6 @@ local function save_write(key, A, got, leaf)
     local swept, after = sweep(key, largest, cursor, nxt, now, ttl)
     if swept then cursor, nxt, touched = swept, after, true end
   end
-  if touched then redis.call('HSET', key, 'h', header_text(largest, books, cursor, nxt)) end
+  if touched then redis.call('HSET', key, 'h', header_text(largest, books, cursor, nxt, owner)) end
   return reply
 end

@@ -9,8 +9,10 @@
 -- ARGV[9]  operation token (lua/tokens.lua)
 -- ARGV[10] '1': a new thread keeps the books of per-response expiry (lua/chain_lib.lua)
 -- ARGV[11] '1': the parent's id was minted elsewhere (it has a locator)
+-- ARGV[12] the caller's owner ('' for none): a new thread is theirs (data format 2); to
+--          another owner, a thread is not there (its parent RSPARENT, its root RSTAKEN)
 -- Returns 'ok', or, saved, {'cover', ...}: ancestors' locators to renew (chain_lib.lua);
--- refuses with RSEXISTS, RSEXPECTED, RSPARENT, RSCYCLE, RSDEEP, RSVERSION, RSREUSED.
+-- refuses with RSEXISTS, RSEXPECTED, RSPARENT, RSTAKEN, RSCYCLE, RSDEEP, RSVERSION, RSREUSED.
 --
 -- Idempotent: redis-py re-sends a script whose reply was lost, so this may run twice.
 -- A token found in the ring is this very call, already done: 'ok', nothing written,

@@ -5,6 +5,7 @@
 -- ARGV[3]  sliding TTL in ms ('0' = none): the thread's TTL back to it, and the start
 --          record needed until then (its e:, lua/chain_lib.lua), once it is found
 -- ARGV[4]  the inline budget in bytes   ARGV[5] most pointers this call reads
+-- ARGV[6]  the caller's owner ('' for none): another owner's thread answers 'missing'
 -- Returns {status, detail, form, ...}: status 'ok' (reached a root), 'missing' (detail:
 -- the id not found), 'cycle' (detail: the id met twice), 'depth' (ARGV[2] records walked;
 -- detail: the next id) or 'more' (ARGV[5] pointers read; detail: the id to go on from, in
@@ -19,10 +20,11 @@
 local key, start = KEYS[1], ARGV[1]
 local limit, budget, steps = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local got = redis.call('HMGET', key, 'h', 'p:' .. start)
-local largest, books = 0, false
-if got[1] then largest, books = header(got[1]) end
+local largest, books, _, _, owner = 0, false, nil, nil, ''
+if got[1] then largest, books, _, _, owner = header(got[1]) end
 if not largest or (not got[1] and got[2]) then return unsupported(key, got[1]) end
-if not got[2] then return {'missing', start, 'r'} end
+-- a thread holds a record and all its ancestors, so this one check covers every hop
+if not got[2] or not owned(owner, ARGV[6]) then return {'missing', start, 'r'} end
 local ids, n, cur, seen = {start}, 1, got[2], {[start] = true}
 local status, detail = 'ok', ''
 while cur ~= '' do

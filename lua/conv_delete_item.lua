@@ -2,12 +2,12 @@
 -- so a cursor naming it still pages; the run of deleted items it now belongs to,
 -- [a, b], has g:a = b and g:b = a.
 -- KEYS[1] the conversation's hash
--- ARGV[1] ttl in ms ('0': none), ARGV[2] token, ARGV[3] the item id.
+-- ARGV[1] ttl in ms ('0': none), ARGV[2] token, ARGV[3] the item id, ARGV[4] the caller's owner ('' for none).
 -- Returns {created_at, metadata}; refuses as conv_header does, or RSNOITEM (no such live
 -- item). A re-sent call writes nothing and answers as the first did.
 local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[2]
 local got = redis.call('HMGET', key, 'h', 'm', 'ops', 'x:' .. ARGV[3])
-local hd, refusal = conv_header(key, got[1])
+local hd, refusal = conv_header(key, got[1], ARGV[4])
 if not hd then return refusal end
 if token_find(got[3], tok) then return {hd.c, got[2]} end
 local seq = tonumber(got[4])

@@ -4,7 +4,9 @@
 --   h        "1 <created_at> <n> <largest> <first> <next>": the data format; created_at
 --            (unix s); the last sequence number given to an item; the largest item held
 --            (bytes: what a page sizes its reads by); the tombstone queue's ends. Present
---            while the conversation exists: a delete removes it.
+--            while the conversation exists: a delete removes it. A conversation created
+--            with an owner is in format 2: the same, then " <owner>", which a format-1
+--            reader refuses rather than serve it to anyone.
 --   m        metadata (msgpack)          ops  the tokens of its recent writes (lua/tokens.lua)
 --   i:<seq>  an item (redis_sessions/codec.py)
 --   x:<id>   its sequence number (a cursor), kept while a deleted item's tombstone is
@@ -13,7 +15,6 @@
 -- Every script does all its checks before its first write (Lua does not roll back), and
 -- refuses with an error reply whose first word redis_sessions/errors.py's REFUSALS maps.
 -- Every loop is bounded: by TOMB_PRUNE, CHUNK, or the items of one call (checked in Python).
-local CONV_FORMAT = '1'
 local TOMB_RETAIN_MS, TOMBS, TOMB_PRUNE = 300000, 1000, 8  -- tombstones: kept 5 min, 1,000 at most, 8 dropped per write at most
 local CHUNK = 1000  -- values per unpack: Lua 5.1's unpack fails past about 8,000
 
@@ -22,30 +23,46 @@ local function expire(key, ttl)
 end
 
 -- The conversation's header (h, as read) parsed, or nil and the refusal: RSNOCONV (none,
--- or deleted), RSVERSION (another data format; or the layout from before the first, which
--- had 'c' and no 'h'), RSCORRUPT.
-local function conv_header(key, h)
+-- or deleted, or another owner's: ``caller``, '' for a call without an owner, sees every
+-- one; nil: the script checked already), RSVERSION (another data format; or the layout
+-- from before the first, which had 'c' and no 'h'), RSCORRUPT.
+local function conv_header(key, h, caller)
   if not h then
     if redis.call('HEXISTS', key, 'c') == 1 then
       return nil, redis.error_reply('RSVERSION ' .. key .. ' was written before the first data format; '
-                                    .. 'this version reads format ' .. CONV_FORMAT)
+                                    .. 'this version reads formats 1 and 2')
     end
     return nil, redis.error_reply('RSNOCONV the conversation does not exist')
   end
-  local v, c, n, big, first, nxt = string.match(h, '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
-  if v == CONV_FORMAT then
-    return {c = c, n = tonumber(n), big = tonumber(big), first = tonumber(first), nxt = tonumber(nxt)}
+  local v, c, n, big, first, nxt, rest = string.match(h, '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+)(.*)$')
+  local o = v == '1' and rest == '' and '' or v == '2' and string.match(rest, '^ (%S+)$')
+  if o then
+    if caller and caller ~= '' and o ~= caller then
+      return nil, redis.error_reply('RSNOCONV the conversation does not exist')
+    end
+    return {c = c, n = tonumber(n), big = tonumber(big), first = tonumber(first), nxt = tonumber(nxt), o = o}
   end
   local told = string.match(h, '^(%d+) ')
-  if told and told ~= CONV_FORMAT then
-    return nil, redis.error_reply('RSVERSION ' .. key .. ' is in data format ' .. told .. '; this version reads format '
-                                  .. CONV_FORMAT)
+  if told and told ~= '1' and told ~= '2' then
+    return nil, redis.error_reply('RSVERSION ' .. key .. ' is in data format ' .. told .. '; this version reads formats '
+                                  .. '1 and 2')
   end
   return nil, redis.error_reply('RSCORRUPT the conversation\'s header does not parse')
 end
 
 local function conv_header_text(hd)
-  return string.format('%s %s %.0f %.0f %.0f %.0f', CONV_FORMAT, hd.c, hd.n, hd.big, hd.first, hd.nxt)
+  return string.format('%s %s %.0f %.0f %.0f %.0f', hd.o == '' and '1' or '2', hd.c, hd.n, hd.big, hd.first, hd.nxt)
+         .. (hd.o == '' and '' or (' ' .. hd.o))
+end
+
+-- The refusal of a call of ``caller`` on another owner's conversation, or nil (none, and
+-- what does not parse, is left to conv_header: a re-sent write may find it deleted).
+local function conv_not_owned(key, caller)
+  local h = caller ~= '' and redis.call('HGET', key, 'h')
+  if not h then return nil end
+  local hd = conv_header(key, h)
+  if hd and hd.o ~= caller then return redis.error_reply('RSNOCONV the conversation does not exist') end
+  return nil
 end
 
 -- redis.call(cmd, key, A...) CHUNK values at a time (even: pairs stay whole); the replies joined.
@@ -64,8 +81,8 @@ end
 -- conversation's last sequence number and its header, or nil and the refusal (see
 -- conv_header; RSDUP: a live item has that id). Split from append_write so that
 -- chain_save_turn.lua checks both keys before writing either.
-local function append_check(key, A, at)
-  local hd, refusal = conv_header(key, redis.call('HGET', key, 'h'))
+local function append_check(key, A, at, caller)
+  local hd, refusal = conv_header(key, redis.call('HGET', key, 'h'), caller)
   if not hd then return nil, refusal end
   local xs = {}
   for j = at, #A - 1, 2 do xs[#xs + 1] = 'x:' .. A[j] end

@@ -3,7 +3,7 @@
 -- KEYS[1] the conversation's hash
 -- ARGV[1] 'asc' or 'desc', ARGV[2] want, ARGV[3] after (an item id, or ''),
 -- ARGV[4] from (a position to continue at, or ''), ARGV[5] budget,
--- ARGV[6] sliding TTL in ms ('0': none).
+-- ARGV[6] sliding TTL in ms ('0': none), ARGV[7] the caller's owner ('' for none).
 -- Returns {next, item...}: next is the position to continue at, '' once the end is
 -- reached. Refuses as conv_header does, or RSCURSOR: `after` names no item ever stored
 -- here, or one deleted longer ago than its tombstone is kept. The cursor resolves through
@@ -18,7 +18,7 @@
 local READ_BYTES = 524288
 local key = KEYS[1]
 local hdr = redis.call('HMGET', key, 'h', 'x:' .. ARGV[3])
-local hd, refusal = conv_header(key, hdr[1])
+local hd, refusal = conv_header(key, hdr[1], ARGV[7])
 if not hd then return refusal end
 local step = (ARGV[1] == 'asc') and 1 or -1
 local pos

@@ -9,7 +9,7 @@
 -- Idle time is only ever what the key itself records: the newest entry of its token ring
 -- (lua/tokens.lua: every write of every store pushes one), against TIME on the same node.
 -- The ring keeps whole seconds, so a write is taken to have been made at the end of its
--- second: never later than it was. A key without a header of data format 1
+-- second: never later than it was. A key without a header of data format 1 or 2
 -- (docs/key-layout.md: another format, none, or a deleted conversation, which goes by
 -- itself 30 s later) is not read. Nothing else proves a key idle: its TTL
 -- was set by whichever writer came last, with that writer's TTL; OBJECT IDLETIME is an
@@ -21,7 +21,8 @@ if kind == 'none' then return {'gone', -1} end
 local s = nil
 if kind == 'hash' then  -- a thread or a conversation: its header h, its ring ops
   local got = redis.call('HMGET', key, 'h', 'ops')
-  s = got[1] and string.sub(got[1], 1, 2) == '1 ' and token_newest_s(got[2])
+  local v = got[1] and string.sub(got[1], 1, 2)
+  s = (v == '1 ' or v == '2 ') and token_newest_s(got[2])
 elseif kind == 'list' then  -- an item session: its ring, then its header, last
   local got = redis.call('LRANGE', key, -2, -1)
   s = #got == 2 and string.sub(got[2], 1, 4) == '\0h1 ' and token_newest_s(got[1])

@@ -214,7 +214,8 @@ def _translate_reply(exc: rx.ResponseError, where: str) -> SessionError:
 REFUSALS: dict[str, ErrorCode] = {
     "RSEXISTS": ErrorCode.STORE_CONFLICT,  # the id is taken, by another record
     "RSEXPECTED": ErrorCode.STORE_CONFLICT,  # the parent is not the one the caller expected
-    "RSPARENT": ErrorCode.CHAIN_NOT_FOUND,  # the parent named is not there
+    "RSPARENT": ErrorCode.CHAIN_NOT_FOUND,  # the parent named is not there (or is another owner's)
+    "RSTAKEN": ErrorCode.STORE_CONFLICT,  # a root's id is in a thread of another owner
     "RSCYCLE": ErrorCode.CHAIN_CYCLE_DETECTED,
     "RSDEEP": ErrorCode.CHAIN_DEPTH_EXCEEDED,
     "RSCORRUPT": ErrorCode.RECORD_CORRUPT,  # a key's bookkeeping does not parse

@@ -36,6 +36,7 @@ LIBS: dict[str, tuple[str, ...]] = {
     "chain_delete": ("tokens", "chain_lib"),
     "chain_walk": ("tokens", "chain_lib"),
     "chain_cover": ("tokens", "chain_lib"),
+    "chain_drop": ("tokens", "chain_lib"),
     "items_add": ("tokens", "items_lib"),
     "items_pop": ("tokens", "items_lib"),
     "items_clear": ("tokens", "items_lib"),

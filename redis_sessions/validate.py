@@ -8,6 +8,7 @@ writes and then fails (``PEXPIRE`` with an impossible TTL) cannot roll back.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from .errors import ErrorCode, SessionError
@@ -16,6 +17,8 @@ MAX_TTL_SECONDS = 100 * 365 * 24 * 3600
 """A century: far inside what Redis accepts for ``PEXPIRE`` (a 64-bit ms deadline)."""
 MAX_NESTING = 100
 """How deeply lists and dicts may nest inside one item or record."""
+OWNER = re.compile(r"[!-~]{1,128}")
+"""An owner: 1 to 128 printable ASCII characters, no space (it ends a key's header)."""
 
 
 def _refuse(what: str, value: object, must: str) -> SessionError:
@@ -32,6 +35,17 @@ def integer(value: object, what: str, *, minimum: int = 0, maximum: int | None =
     if value < minimum or (maximum is not None and value > maximum):
         bound = f"at least {minimum}" if maximum is None else f"from {minimum} to {maximum}"
         raise _refuse(what, value, f"an int {bound}")
+    return value
+
+
+def owner(value: object) -> str:
+    """A call's owner as the scripts take it ('' for a call without one). The value is
+    never echoed in an error: an owner may be derived from a credential."""
+    if value is None:
+        return ""
+    if not isinstance(value, str) or not OWNER.fullmatch(value):
+        raise SessionError(ErrorCode.INPUT_INVALID, "owner must be None or 1 to 128 printable ASCII characters "
+                           f"without spaces (got a {type(value).__name__} that is not)")
     return value
 
 

@@ -86,10 +86,10 @@ def reading(store: Any, change: Any) -> list[list[str]]:
     number); returns the ids each read asked for."""
     read, calls = store._read, []
 
-    async def changed(key: str, ids: list[str], record_bytes: int) -> list[Any]:
+    async def changed(key: str, ids: list[str], record_bytes: int, who: str) -> list[Any]:
         calls.append(list(ids))
         await change(len(calls))
-        return await read(key, ids, record_bytes)
+        return await read(key, ids, record_bytes, who)
 
     store._read = changed
     return calls

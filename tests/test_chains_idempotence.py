@@ -93,7 +93,7 @@ async def test_a_resent_save_has_no_second_effect_after_a_delete_or_an_overwrite
 
     async def delete_it(name: str) -> None:
         if name == "chain_save":  # by the script: a foreign id has no locator before its save returns
-            assert await other._delete(thread_for(other, root), rid) is True
+            assert await other._delete(thread_for(other, root), rid) == 1
 
     resending(store, {"chain_save"}, delete_it)
     await store.save(record(rid, root))  # the copy finds its token: done, nothing written
@@ -148,7 +148,7 @@ async def test_a_resent_save_after_someone_elses_record_is_a_conflict(backend, k
     assert await store.get(rid) == theirs
     # the same script: one call, its arguments sent twice
     thread = thread_for(store, root)
-    args = store._save_args(rid, root, None, False, store._check_save(record(rid, root, text="mine"), UNSET, False)[3])
+    args = store._save_args(rid, root, None, False, store._check_save(record(rid, root, text="mine"), UNSET, False)[3], "")
     assert await send_save(store, thread, args) == "RSEXISTS"
     assert await send_save(store, thread, args) == "RSEXISTS"
     assert await all_keys(backend, store) == before
@@ -161,7 +161,7 @@ async def test_the_script_answers_a_resent_save_from_its_ring(backend):
     rid = new_response_id()
     thread = thread_of(rid)
     blob = store._check_save(record(rid), UNSET, False)[3]
-    args = store._save_args(rid, None, None, False, blob)
+    args = store._save_args(rid, None, None, False, blob, "")
     assert await send_save(store, thread, args) == b"ok"
     first = await all_keys(backend, store, deadlines=True)
     assert await send_save(store, thread, args) == b"ok"
@@ -172,7 +172,7 @@ async def test_the_script_answers_a_resent_save_from_its_ring(backend):
     assert await send_save(store, thread, args) == b"ok"
     assert await all_keys(backend, store) == gone and await store.get(rid) is None
     # a new call (a new token) saves it again
-    assert await send_save(store, thread, store._save_args(rid, None, None, False, blob)) == b"ok"
+    assert await send_save(store, thread, store._save_args(rid, None, None, False, blob, "")) == b"ok"
     assert await store.get(rid) == record(rid)
 
 

@@ -326,7 +326,7 @@ async def test_purge_rechecks_idleness_when_it_deletes(redis_server: Any) -> Non
     await client.hset(fresh, mapping={"h": "1 10 0 0 0", "d:x": 1, "ops": ring(now_s())})  # written after planning
     await client.hset(unrecorded, mapping={"h": "1 10 0 0 0", "d:x": 1})
     await client.pexpire(unrecorded, 1_000)  # nearly out of TTL: still not provably idle
-    await client.hset(later, mapping={"h": "2 10 0 0 0", "d:x": 1, "ops": ring(now_s() - 2_000)})  # data format 2
+    await client.hset(later, mapping={"h": "3 10 0 0 0", "d:x": 1, "ops": ring(now_s() - 2_000)})  # data format 3
     await client.hset(bare, mapping={"d:x": 1, "ops": ring(now_s() - 2_000)})  # no header: before format 1
     await client.set(string, 1)
     keys = [Key(k, "thread", "") for k in (idle, fresh, unrecorded, later, bare, string, ks.thread("9" * 16))]

@@ -261,8 +261,8 @@ async def test_keys_this_version_cannot_read_are_counted_apart_and_never_judged(
         r.set(old[0], tag)
         r.hset(old[1], "v", 1)
         r.hset(unread[0], mapping={"d:x": b"r", "p:x": b"", "ops": ring(now_s() - DAY)})  # records without a header
-        r.hset(unread[1], mapping={"h": "2 1 0 0 0", "d:x": b"r", "p:x": b"", "ops": ring(now_s() - DAY)})
-        r.hset(unread[2], mapping={"h": "2 0 0 0 0 0", "ops": ring(now_s() - DAY)})
+        r.hset(unread[1], mapping={"h": "3 1 0 0 0", "d:x": b"r", "p:x": b"", "ops": ring(now_s() - DAY)})
+        r.hset(unread[2], mapping={"h": "3 0 0 0 0 0", "ops": ring(now_s() - DAY)})
         r.rpush(unread[3], b"\x81\xa4type\xa7message")  # items without a header
     args = ["--url", url, "--prefix", prefix]
     stats, _ = run_json("stats", *args)

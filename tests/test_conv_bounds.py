@@ -78,10 +78,10 @@ async def test_the_append_script_stores_any_count_whole(redis_backend: Backend) 
     pairs: list[Any] = []
     for n in range(2_500):
         pairs += [f"msg_{n}", pack(encode(msg(str(n), id=f"msg_{n}")), 0)]
-    assert await store._call("conv_add", conv.id, 600_000, new_token(), *pairs, write=True) == b"ok"
+    assert await store._call("conv_add", conv.id, 600_000, new_token(), "", *pairs, write=True) == b"ok"
     assert len(await store.history(conv.id)) == 2_500
     with pytest.raises(SessionError) as err:
-        await store._call("conv_add", conv.id, 600_000, new_token(), *pairs, write=True)
+        await store._call("conv_add", conv.id, 600_000, new_token(), "", *pairs, write=True)
     assert err.value.code is ErrorCode.STORE_CONFLICT  # RSDUP: the same ids are live
 
 

@@ -65,7 +65,7 @@ async def test_a_conversation_is_deleted_mid_migration_and_a_resent_delete_answe
         with start_slot_migration(redis_cluster, key_slot(key), [key] if moved else []) as migration:
             token = new_token()
             for _ in range(2):  # the second: redis-py re-sending it after a lost reply
-                assert await store._call("conv_delete", conv.id, token, write=True) == b"ok"
+                assert await store._call("conv_delete", conv.id, token, "", write=True) == b"ok"
             assert await code_of(store.get(conv.id)) is ErrorCode.CONVERSATION_NOT_FOUND
             assert await code_of(store.add_items(conv.id, [msg("c")])) is ErrorCode.CONVERSATION_NOT_FOUND
             assert await code_of(store.delete(conv.id)) is ErrorCode.CONVERSATION_NOT_FOUND

@@ -342,17 +342,17 @@ async def test_every_write_resent_with_its_token_has_one_effect(backend: Backend
     key_id = conv.id
     pair = store.turn_arguments([msg("c", id="msg_c")])
     for _ in range(2):
-        assert await store._call("conv_add", key_id, 600_000, b"t_add", *pair, write=True) == b"ok"
-    replies = [await store._call("conv_delete_item", key_id, 600_000, b"t_del", "msg_a", write=True) for _ in range(2)]
+        assert await store._call("conv_add", key_id, 600_000, b"t_add", "", *pair, write=True) == b"ok"
+    replies = [await store._call("conv_delete_item", key_id, 600_000, b"t_del", "msg_a", "", write=True) for _ in range(2)]
     assert replies[0] == replies[1] == [str(conv.created_at).encode(), codec.encode({})]
     for _ in range(2):
-        reply = await store._call("conv_update", key_id, 600_000, b"t_upd", codec.encode({"u": "1"}), write=True)
+        reply = await store._call("conv_update", key_id, 600_000, b"t_upd", codec.encode({"u": "1"}), "", write=True)
         assert reply == str(conv.created_at).encode()
     page = await store.list_items(conv.id, order="asc")
     assert [i["content"] for i in page.data] == ["b", "c"]
     assert (await store.get(conv.id)).metadata == {"u": "1"}
     for _ in range(2):
-        assert await store._call("conv_delete", key_id, b"t_gone", write=True) == b"ok"
+        assert await store._call("conv_delete", key_id, b"t_gone", "", write=True) == b"ok"
     assert await code_of(store.get(conv.id)) is ErrorCode.CONVERSATION_NOT_FOUND
     assert await code_of(store.delete(conv.id)) is ErrorCode.CONVERSATION_NOT_FOUND  # a new delete: 404
 
@@ -363,13 +363,13 @@ async def test_the_ring_remembers_writes_by_time(clocked: Backend) -> None:
     store = make_store(clocked)
     conv = await store.create()
     pair = store.turn_arguments([msg("first", id="msg_first")])
-    assert await store._call("conv_add", conv.id, 600_000, b"t_first", *pair, write=True) == b"ok"
+    assert await store._call("conv_add", conv.id, 600_000, b"t_first", "", *pair, write=True) == b"ok"
     for n in range(20):
         await store.add_items(conv.id, [msg(str(n))])
-    assert await store._call("conv_add", conv.id, 600_000, b"t_first", *pair, write=True) == b"ok"  # 21 writes on
+    assert await store._call("conv_add", conv.id, 600_000, b"t_first", "", *pair, write=True) == b"ok"  # 21 writes on
     clocked.clock.advance(tokens.RETAIN_S + 2)
     await store.add_items(conv.id, [msg("one more")])
-    forgotten = store._call("conv_add", conv.id, 600_000, b"t_first", *pair, write=True)
+    forgotten = store._call("conv_add", conv.id, 600_000, b"t_first", "", *pair, write=True)
     assert await code_of(forgotten) is ErrorCode.STORE_CONFLICT  # a new append of an id it holds
     ring = await clocked.client.hget(store.keys.conversation(conv.id), "ops")
     assert ring.count(b"\n") == 1 and len(ring) <= tokens.MAX_BYTES
@@ -417,9 +417,11 @@ async def test_a_conversation_of_another_data_format_is_refused_and_left_as_it_i
     layouts = {
         ErrorCode.RECORD_UNSUPPORTED: [
             {"c": 1_700_000_000, "m": codec.encode({}), "n": 1, "b": len(item), "i:1": item, "x:msg_old": 1},
-            {"h": "2 1700000000 1 40 1 1", "m": codec.encode({}), "i:1": item, "x:msg_old": 1},
+            {"h": "3 1700000000 1 40 1 1", "m": codec.encode({}), "i:1": item, "x:msg_old": 1},
         ],
-        ErrorCode.RECORD_CORRUPT: [{"h": "1 1700000000 one", "m": codec.encode({}), "i:1": item, "x:msg_old": 1}],
+        ErrorCode.RECORD_CORRUPT: [{"h": "1 1700000000 one", "m": codec.encode({}), "i:1": item, "x:msg_old": 1},
+                                   # format 2 is format 1 and an owner: without one it does not parse
+                                   {"h": "2 1700000000 1 40 1 1", "m": codec.encode({}), "i:1": item, "x:msg_old": 1}],
     }
     for code, hashes in layouts.items():
         for fields in hashes:

@@ -48,7 +48,7 @@ async def test_garbage_in_a_record_is_reported_never_misread(redis_backend, garb
     assert (await store.get(a)).id == a
 
 
-@pytest.mark.parametrize("header", [None, b"2 100 1 0 0", b"one 2 3"], ids=["none", "format-2", "unreadable"])
+@pytest.mark.parametrize("header", [None, b"3 100 1 0 0", b"one 2 3"], ids=["none", "format-3", "unreadable"])
 async def test_a_thread_of_another_format_is_refused_and_left_alone(redis_backend, header):
     """A thread whose header is missing (what commits before format 1 wrote), of a later
     format, or unreadable, is session.record.unsupported for every script, which writes

@@ -32,6 +32,7 @@ from ..errors import ErrorCode, SessionError, translate, translate_errors
 from ..items import header
 from ..keys import _GLOB_SPECIAL, KeySpace
 from ..link import AnyRedis, as_text
+from ..responses.chain import ThreadHeader, thread_header
 from ..responses.store import hscan_count
 
 T = TypeVar("T")
@@ -104,7 +105,8 @@ class State:
 
 
 STATE_REPLIES = {"thread": 2, "items": 2, "conversation": 1}
-_HEADERS = {"thread": re.compile(rb"1 ([0-9]+) [01] [0-9]+ [0-9]+"), "conversation": re.compile(rb"1( [0-9]+){5}")}
+_CONVERSATION = re.compile(rb"1( [0-9]+){5}|2( [0-9]+){5} [!-~]+")
+"""A conversation's header, data format 1, or 2 (the same and its owner): lua/conv_lib.lua."""
 
 
 def queue_state(pipe: Any, key: Key) -> None:
@@ -133,12 +135,12 @@ def state(key: Key, replies: Sequence[Any]) -> State:
     h = replies[0]
     if h is None and key.kind == "conversation":
         return State("tombstone")
-    found = _HEADERS[key.kind].fullmatch(h) if isinstance(h, bytes) else None
-    if found is None:
-        return State("corrupt" if isinstance(h, bytes) and h[:2] == b"1 " else "unsupported")
-    if key.kind == "conversation":
+    head = thread_header(h) if key.kind == "thread" else isinstance(h, bytes) and _CONVERSATION.fullmatch(h)
+    if not head:
+        return State("corrupt" if isinstance(h, bytes) and h[:2] in (b"1 ", b"2 ") else "unsupported")
+    if not isinstance(head, ThreadHeader):
         return State("live")
-    return State("live" if replies[1] > 2 else "tombstone", largest=int(found.group(1)))
+    return State("live" if replies[1] > 2 else "tombstone", largest=head.largest)
 
 
 async def count_responses(client: AnyRedis, threads: Sequence[tuple[Key, int]], failures: Failures,

@@ -21,6 +21,7 @@ from typing import Any, Mapping, Optional
 
 import msgspec
 
+from .. import validate
 from ..budget import bounded
 from ..client import without_decode
 from ..clock import Clock, system_clock
@@ -134,52 +135,63 @@ class RedisConversationStore(Configured):
     # -- conversations -------------------------------------------------------------
     @bounded
     async def create(self, items: Optional[list[Item]] = None,
-                     metadata: Optional[dict[str, str]] = None) -> Conversation:
-        """A new conversation (id ``conv_`` + 48 hex) holding ``items`` (at most 20)."""
+                     metadata: Optional[dict[str, str]] = None, *, owner: Optional[str] = None) -> Conversation:
+        """A new conversation (id ``conv_`` + 48 hex) holding ``items`` (at most 20).
+        ``owner``: the conversation is that owner's; to every other owner it does not
+        exist (docs/guarantees.md#owners). Every method takes it."""
+        who = validate.owner(owner)
         meta = checks.metadata(metadata)
         pairs = self._items(items)
         conversation_id = mint_id("conv")
         created = int(self.options.clock())
-        await self._call("conv_create", conversation_id, self.ttl_ms, new_token(), created, encode(meta), *pairs,
+        await self._call("conv_create", conversation_id, self.ttl_ms, new_token(), created, encode(meta), who, *pairs,
                          write=True)
         return Conversation(id=conversation_id, created_at=created, metadata=meta)
 
     @bounded
-    async def get(self, conversation_id: str) -> Conversation:
+    async def get(self, conversation_id: str, *, owner: Optional[str] = None) -> Conversation:
         """The conversation: its id, creation time and metadata. An unknown, deleted or expired
-        one is ``session.conversation.not_found``."""
+        one, or another owner's, is ``session.conversation.not_found``."""
         validate_id(conversation_id, "conversation id")
-        created, meta = await self._call("conv_get", conversation_id, self.options.slide_ms)
+        who = validate.owner(owner)
+        created, meta = await self._call("conv_get", conversation_id, self.options.slide_ms, who)
         return _conversation(conversation_id, created, meta)
 
     @bounded
-    async def update(self, conversation_id: str, metadata: dict[str, str]) -> Conversation:
+    async def update(self, conversation_id: str, metadata: dict[str, str], *,
+                     owner: Optional[str] = None) -> Conversation:
         """Replace the conversation's metadata (OpenAI's update)."""
         validate_id(conversation_id, "conversation id")
+        who = validate.owner(owner)
         meta = checks.metadata(metadata)
-        created = await self._call("conv_update", conversation_id, self.ttl_ms, new_token(), encode(meta), write=True)
+        created = await self._call("conv_update", conversation_id, self.ttl_ms, new_token(), encode(meta), who,
+                                   write=True)
         return Conversation(id=conversation_id, created_at=int(created), metadata=meta)
 
     @bounded
-    async def delete(self, conversation_id: str) -> ConversationDeleted:
+    async def delete(self, conversation_id: str, *, owner: Optional[str] = None) -> ConversationDeleted:
         """Delete the conversation and its items (404 if there is none)."""
         validate_id(conversation_id, "conversation id")
-        await self._call("conv_delete", conversation_id, new_token(), write=True)
+        who = validate.owner(owner)
+        await self._call("conv_delete", conversation_id, new_token(), who, write=True)
         return ConversationDeleted(id=conversation_id)
 
     # -- items -----------------------------------------------------------------------
     @bounded
-    async def add_items(self, conversation_id: str, items: list[Item]) -> ConversationItemList:
+    async def add_items(self, conversation_id: str, items: list[Item], *,
+                        owner: Optional[str] = None) -> ConversationItemList:
         """Append 1 to 20 items, atomically; those without an ``id`` get one by type
         (``msg_``, ``fc_``, ``fco_``... see :data:`.checks.ID_PREFIXES`). Returns them as stored."""
         validate_id(conversation_id, "conversation id")
+        who = validate.owner(owner)
         pairs = self._items(items, allow_empty=False)
-        await self._call("conv_add", conversation_id, self.ttl_ms, new_token(), *pairs, write=True)
+        await self._call("conv_add", conversation_id, self.ttl_ms, new_token(), who, *pairs, write=True)
         return self._page(conversation_id, pairs[1::2], len(pairs) // 2)
 
     @bounded
     async def list_items(self, conversation_id: str, *, limit: int = checks.DEFAULT_LIMIT,
-                         order: checks.Order = "desc", after: Optional[str] = None) -> ConversationItemList:
+                         order: checks.Order = "desc", after: Optional[str] = None,
+                         owner: Optional[str] = None) -> ConversationItemList:
         """A page of items: newest first (``desc``, the default) or oldest first; after the
         item ``after`` (an id from an earlier page, deleted since or not: a deleted item's
         cursor pages on from where it stood while its tombstone is kept, 5 minutes and the
@@ -193,46 +205,49 @@ class RedisConversationStore(Configured):
         conversation at slightly different moments, so an item deleted meanwhile may still
         be on the page."""
         validate_id(conversation_id, "conversation id")
+        who = validate.owner(owner)
         limit, order, after = checks.page(limit, order, after)
         want, values = limit + 1, list[bytes]()
         at, cursor = b"", after or ""
         while True:
             reply = await self._call("conv_list", conversation_id, order, want - len(values), cursor, at,
-                                     SCAN_BUDGET, self.options.slide_ms)
+                                     SCAN_BUDGET, self.options.slide_ms, who)
             at, cursor = reply[0], ""
             values += reply[1:]
             if len(values) >= want or not at:
                 return self._page(conversation_id, values, limit)
 
-    async def history(self, conversation_id: str) -> list[Item]:
+    async def history(self, conversation_id: str, *, owner: Optional[str] = None) -> list[Item]:
         """Every item of the conversation, oldest first: the next turn's input history
         (a response saved with ``conversation_id`` appends its turn, see the response
         store's ``conversations``). Read in pages of 100, one bounded call each."""
         items: list[Item] = []
         after: Optional[str] = None
         while True:
-            page = await self.list_items(conversation_id, limit=checks.MAX_LIMIT, order="asc", after=after)
+            page = await self.list_items(conversation_id, limit=checks.MAX_LIMIT, order="asc", after=after, owner=owner)
             items.extend(page.data)
             if not page.has_more or page.last_id is None:
                 return items
             after = page.last_id
 
     @bounded
-    async def get_item(self, conversation_id: str, item_id: str) -> Item:
+    async def get_item(self, conversation_id: str, item_id: str, *, owner: Optional[str] = None) -> Item:
         """One item of the conversation, by its id: ``session.conversation.item_not_found`` if
         the conversation has no such item."""
         validate_id(conversation_id, "conversation id")
         validate_id(item_id, "item id")
-        value = await self._call("conv_item", conversation_id, self.options.slide_ms, item_id)
+        who = validate.owner(owner)
+        value = await self._call("conv_item", conversation_id, self.options.slide_ms, item_id, who)
         return decode_item(value, f"conversation {conversation_id!r}", self.options.max_item_bytes)
 
     @bounded
-    async def delete_item(self, conversation_id: str, item_id: str) -> Conversation:
+    async def delete_item(self, conversation_id: str, item_id: str, *, owner: Optional[str] = None) -> Conversation:
         """Delete one item; returns the conversation, as OpenAI does. A cursor naming the
         deleted item keeps paging from where it stood (see :meth:`list_items`)."""
         validate_id(conversation_id, "conversation id")
         validate_id(item_id, "item id")
-        created, meta = await self._call("conv_delete_item", conversation_id, self.ttl_ms, new_token(), item_id,
+        who = validate.owner(owner)
+        created, meta = await self._call("conv_delete_item", conversation_id, self.ttl_ms, new_token(), item_id, who,
                                          write=True)
         return _conversation(conversation_id, created, meta)
 

@@ -59,39 +59,41 @@ class SyncConversationStore(Blocking):
         """The store's options (:class:`RedisConversationStore`'s)."""
         return self.core.options
 
-    def create(self, items: Optional[list[Item]] = None, metadata: Optional[dict[str, str]] = None) -> Conversation:
+    def create(self, items: Optional[list[Item]] = None, metadata: Optional[dict[str, str]] = None, *,
+               owner: Optional[str] = None) -> Conversation:
         """:meth:`RedisConversationStore.create`, blocking."""
-        return run_blocking(self.core.create(items, metadata))
+        return run_blocking(self.core.create(items, metadata, owner=owner))
 
-    def get(self, conversation_id: str) -> Conversation:
+    def get(self, conversation_id: str, *, owner: Optional[str] = None) -> Conversation:
         """:meth:`RedisConversationStore.get`, blocking."""
-        return run_blocking(self.core.get(conversation_id))
+        return run_blocking(self.core.get(conversation_id, owner=owner))
 
-    def update(self, conversation_id: str, metadata: dict[str, str]) -> Conversation:
+    def update(self, conversation_id: str, metadata: dict[str, str], *, owner: Optional[str] = None) -> Conversation:
         """:meth:`RedisConversationStore.update`, blocking."""
-        return run_blocking(self.core.update(conversation_id, metadata))
+        return run_blocking(self.core.update(conversation_id, metadata, owner=owner))
 
-    def delete(self, conversation_id: str) -> ConversationDeleted:
+    def delete(self, conversation_id: str, *, owner: Optional[str] = None) -> ConversationDeleted:
         """:meth:`RedisConversationStore.delete`, blocking."""
-        return run_blocking(self.core.delete(conversation_id))
+        return run_blocking(self.core.delete(conversation_id, owner=owner))
 
-    def add_items(self, conversation_id: str, items: list[Item]) -> ConversationItemList:
+    def add_items(self, conversation_id: str, items: list[Item], *, owner: Optional[str] = None) -> ConversationItemList:
         """:meth:`RedisConversationStore.add_items`, blocking."""
-        return run_blocking(self.core.add_items(conversation_id, items))
+        return run_blocking(self.core.add_items(conversation_id, items, owner=owner))
 
     def list_items(self, conversation_id: str, *, limit: int = checks.DEFAULT_LIMIT,
-                   order: checks.Order = "desc", after: Optional[str] = None) -> ConversationItemList:
+                   order: checks.Order = "desc", after: Optional[str] = None,
+                   owner: Optional[str] = None) -> ConversationItemList:
         """:meth:`RedisConversationStore.list_items`, blocking."""
-        return run_blocking(self.core.list_items(conversation_id, limit=limit, order=order, after=after))
+        return run_blocking(self.core.list_items(conversation_id, limit=limit, order=order, after=after, owner=owner))
 
-    def history(self, conversation_id: str) -> list[Item]:
+    def history(self, conversation_id: str, *, owner: Optional[str] = None) -> list[Item]:
         """:meth:`RedisConversationStore.history`, blocking."""
-        return run_blocking(self.core.history(conversation_id))
+        return run_blocking(self.core.history(conversation_id, owner=owner))
 
-    def get_item(self, conversation_id: str, item_id: str) -> Item:
+    def get_item(self, conversation_id: str, item_id: str, *, owner: Optional[str] = None) -> Item:
         """:meth:`RedisConversationStore.get_item`, blocking."""
-        return run_blocking(self.core.get_item(conversation_id, item_id))
+        return run_blocking(self.core.get_item(conversation_id, item_id, owner=owner))
 
-    def delete_item(self, conversation_id: str, item_id: str) -> Conversation:
+    def delete_item(self, conversation_id: str, item_id: str, *, owner: Optional[str] = None) -> Conversation:
         """:meth:`RedisConversationStore.delete_item`, blocking."""
-        return run_blocking(self.core.delete_item(conversation_id, item_id))
+        return run_blocking(self.core.delete_item(conversation_id, item_id, owner=owner))

@@ -3,7 +3,8 @@ chain of stored turns becomes the input items of the next request."""
 
 from __future__ import annotations
 
-from typing import Sequence
+import re
+from typing import NamedTuple, Sequence
 
 from ..codec import MAX_EXPANDED_BYTES, decode_session
 from ..errors import ErrorCode, SessionError
@@ -13,6 +14,27 @@ TEXT_PART = {"user": "input_text", "system": "input_text", "developer": "input_t
 """The text part each message role is listed with by OpenAI's ``input_items``
 (``ResponseInputMessageItem`` for user, system and developer; an assistant
 message is listed as ``ResponseOutputMessage``)."""
+
+
+class ThreadHeader(NamedTuple):
+    """A thread's header ``h`` (docs/key-layout.md#threads), the parts Python reads."""
+
+    largest: int
+    """The largest record the thread has held, in bytes: what its reads are sized by."""
+    owner: str
+    """Whose thread it is ('' for none: data format 1; an owner makes it format 2)."""
+
+
+_THREAD_HEADER = re.compile(rb"([12]) ([0-9]+) [01] [0-9]+ [0-9]+(?: ([!-~]+))?")
+
+
+def thread_header(h: object) -> ThreadHeader | None:
+    """``h`` parsed as lua/chain_lib.lua's ``header`` parses it, or None when it is not a
+    header of data format 1 or 2."""
+    found = _THREAD_HEADER.fullmatch(h) if isinstance(h, bytes) else None
+    if found is None or (found.group(1) == b"2") != (found.group(3) is not None):
+        return None
+    return ThreadHeader(int(found.group(2)), (found.group(3) or b"").decode())
 
 
 def text_message(role: str, text: str) -> Item:

@@ -41,7 +41,7 @@ from ..options import Configured, MAX_DEPTH_LIMIT, ResponseOptions
 from ..replication import ReplicaAcks
 from ..scripts import script
 from ..tokens import new_token
-from .chain import build_snapshot, check_walk, decode_chain, linked, request_input_items
+from .chain import build_snapshot, check_walk, decode_chain, linked, request_input_items, thread_header
 
 INLINE_BYTES = 8192
 """A chain whose records (each counted at the thread's largest) total at most this comes
@@ -80,7 +80,7 @@ COVER_CALLS = 400
 """Most calls of lua/chain_cover.lua one save makes (256 records each)."""
 
 _SAVE, _TURN, _WALK, _DELETE = script("chain_save"), script("chain_save_turn"), script("chain_walk"), script("chain_delete")
-_COVER, _REPOINT = script("chain_cover"), script("chain_repoint")
+_COVER, _REPOINT, _DROP = script("chain_cover"), script("chain_repoint"), script("chain_drop")
 
 
 def _both_chains() -> SessionError:
@@ -167,11 +167,13 @@ class RedisResponseSessionStore(Configured):
     # -- ids and threads ---------------------------------------------------------
     @bounded
     async def new_response_id(self, previous_response_id: str | None = None, *,
-                              conversation_id: str | None = None) -> str:
+                              conversation_id: str | None = None, owner: str | None = None) -> str:
         """Mint an id that continues ``previous_response_id`` in its thread (one lookup
-        only when the parent's id was minted elsewhere). With ``conversation_id``, an id
+        only when the parent's id was minted elsewhere; with ``owner``, two, the second
+        checking that its thread is that owner's). With ``conversation_id``, an id
         for a response of that conversation (``resp_`` + 48 hex, found through its
         locator: the conversation's responses share its slot, not a minted thread)."""
+        who = validate.owner(owner)
         if conversation_id is not None:
             if previous_response_id is not None:
                 raise _both_chains()
@@ -181,7 +183,8 @@ class RedisResponseSessionStore(Configured):
             return mint_response_id(new_thread_tag())
         validate_id(previous_response_id, "previous_response_id")
         thread = await self._thread(previous_response_id)
-        if thread is None:
+        if thread is None or (who and thread_of(previous_response_id) is None
+                              and not await self._has(thread, previous_response_id, who)):
             raise SessionError(ErrorCode.CHAIN_NOT_FOUND, f"previous_response_id {previous_response_id!r} was not found")
         return mint_response_id(thread)
 
@@ -197,9 +200,11 @@ class RedisResponseSessionStore(Configured):
 
     # -- reads -------------------------------------------------------------------
     @bounded
-    async def get(self, response_id: str) -> StoredResponseSession | None:
-        """The response, or None; ``sliding_ttl``: its thread's TTL, and the record's own
+    async def get(self, response_id: str, *, owner: str | None = None) -> StoredResponseSession | None:
+        """The response, or None (also when it is another ``owner``'s, see
+        docs/guarantees.md#owners); ``sliding_ttl``: its thread's TTL, and the record's own
         deadline, given again."""
+        who = validate.owner(owner) if owner is not None else ""
         thread = thread_of(response_id) if type(response_id) is str else None
         if thread is None:
             validate_id(response_id, "response id")
@@ -209,13 +214,19 @@ class RedisResponseSessionStore(Configured):
         key = self.keys.thread(thread)
         data = None
         if self._slide_ms:  # the walk slides the TTL, and brings a small record back with it
-            _, _, largest, entries = await self._walk(key, response_id, 1, self._slide_ms)
+            _, _, largest, entries = await self._walk(key, response_id, 1, self._slide_ms, who)
             if not entries:
                 return None
             data = entries[0] if largest < 0 else None
         if data is None:
             try:
-                data = await self.edge.call("HGET", key, "d:" + response_id)
+                if who:  # the owner and the record in one atomic read, checked before it is decoded
+                    head, data = await self.edge.call("HMGET", key, "h", "d:" + response_id)
+                    data = data if _owned(head, who, key) else None
+                else:
+                    data = await self.edge.call("HGET", key, "d:" + response_id)
+            except SessionError:
+                raise
             except Exception as exc:
                 raise failed(exc, f"thread {key!r}") from None
         if data is None:
@@ -225,14 +236,17 @@ class RedisResponseSessionStore(Configured):
 
     @bounded
     async def resolve_chain(self, previous_response_id: str | None, *, max_depth: int | None = None,
-                            include_incomplete: bool = False) -> ResponseSessionSnapshot:
+                            include_incomplete: bool = False, owner: str | None = None) -> ResponseSessionSnapshot:
         """The chain ending at ``previous_response_id``, oldest first, and its input items.
 
         Never shortened: a missing ancestor, a cycle, a chain longer than ``max_depth`` or
         a turn that is not completed raises a coded error. ``max_depth=0`` accepts only
         the empty chain (``previous_response_id=None``): a response that exists is
         ``session.chain.depth_exceeded`` (and touches no TTL), one that does not is
-        ``session.chain.not_found``."""
+        ``session.chain.not_found``. Another ``owner``'s response is not found: the walk
+        checks the thread's owner in the script that reads it, and every later read of
+        records reads it again."""
+        who = validate.owner(owner)
         if previous_response_id is None:
             return ResponseSessionSnapshot(previous_response_id=None, sessions=[], input_items=[])
         validate_id(previous_response_id, "previous_response_id")
@@ -245,18 +259,18 @@ class RedisResponseSessionStore(Configured):
             check_walk("missing", previous_response_id, previous_response_id, depth)
         key = self.keys.thread(str(thread))
         for _ in range(READ_ATTEMPTS):
-            sessions = await self._chain(key, previous_response_id, depth)
+            sessions = await self._chain(key, previous_response_id, depth, who)
             if linked(sessions, previous_response_id):
                 return build_snapshot(previous_response_id, sessions, include_incomplete=include_incomplete,
                                       replay_instructions=self.options.replay_instructions)
         raise SessionError(ErrorCode.BACKEND_UNAVAILABLE,
                            f"the chain of {previous_response_id!r} kept changing while it was read")
 
-    async def _chain(self, key: str, start: str, depth: int) -> list[StoredResponseSession]:
+    async def _chain(self, key: str, start: str, depth: int, who: str) -> list[StoredResponseSession]:
         """The chain from ``start``, oldest first, as its records say (the caller checks that
         they link up: a record overwritten between the walk and the read shows there)."""
         slide = self._slide_ms if depth else 0
-        status, detail, largest, entries = await self._walk(key, start, depth or 1, slide)
+        status, detail, largest, entries = await self._walk(key, start, depth or 1, slide, who)
         if depth == 0 and entries:
             status, detail = "depth", start
         if largest < 0:  # the records came with the walk
@@ -268,40 +282,43 @@ class RedisResponseSessionStore(Configured):
             if detail in seen:
                 status = "cycle"
                 break
-            status, detail, _, more = await self._walk(key, detail, depth - len(ids), 0, inline=False)
+            status, detail, _, more = await self._walk(key, detail, depth - len(ids), 0, who, inline=False)
             ids.extend(as_text(e) for e in more)
         check_walk(status, detail, start, depth)
-        records = await self._read(key, ids, largest)
+        records = await self._read(key, ids, largest, who)
         for i, record in enumerate(records):
             if record is None:  # deleted since the walk saw it: missing, as the walk would say
                 check_walk("missing", ids[i], start, depth)
         return decode_chain(records, key, start, ids, self.options.max_record_bytes)
 
-    async def _walk(self, key: str, start: str, limit: int, slide_ms: int,
+    async def _walk(self, key: str, start: str, limit: int, slide_ms: int, who: str,
                     inline: bool = True) -> tuple[str, str, int, Sequence[Any]]:
         """One call of lua/chain_walk.lua: status, detail, the thread's largest record (-1:
         the entries are the records themselves), and the entries, newest first."""
-        reply = await self.edge.run(_WALK, [key], [start, limit, slide_ms, INLINE_BYTES if inline else -1, WALK_STEPS],
-                                    where=f"thread {key!r}", write=False)
+        reply = await self.edge.run(_WALK, [key], [start, limit, slide_ms, INLINE_BYTES if inline else -1, WALK_STEPS,
+                                                   who], where=f"thread {key!r}", write=False)
         form = reply[2]
         return as_text(reply[0]), as_text(reply[1]), -1 if form == b"r" else int(form), reply[3:]
 
-    async def _read(self, key: str, ids: list[str], record_bytes: int) -> list[Any]:
+    async def _read(self, key: str, ids: list[str], record_bytes: int, who: str) -> list[Any]:
         """The records of ``ids`` (newest first), each at most ``record_bytes``: one HMGET
-        per slice, a trip's slices pipelined (:func:`read_plan`)."""
+        per slice, a trip's slices pipelined (:func:`read_plan`). Each HMGET reads the
+        thread's header too: a thread that another owner's replaced since the walk reads
+        as records gone."""
         fields = ["d:" + rid for rid in ids]
         records: list[Any] = []
         for trip in read_plan(len(fields), record_bytes):
-            replies = await self.edge.pipeline([("HMGET", key, *fields[part]) for part in trip],
+            replies = await self.edge.pipeline([("HMGET", key, "h", *fields[part]) for part in trip],
                                                where=f"thread {key!r}")
             for reply in replies:
-                records.extend(reply)
+                records.extend(reply[1:] if _owned(reply[0], who, key) else [None] * (len(reply) - 1))
         return records
 
     # -- writes ------------------------------------------------------------------
     @bounded
     async def save(self, session: StoredResponseSession, *,
-                   expected_previous_response_id: str | None | _Unset = UNSET, overwrite: bool = False) -> None:
+                   expected_previous_response_id: str | None | _Unset = UNSET, overwrite: bool = False,
+                   owner: str | None = None) -> None:
         """Store ``session`` atomically, or refuse with a coded error and write nothing.
 
         One script checks that the id is new (unless ``overwrite``), that the parent is
@@ -313,18 +330,25 @@ class RedisResponseSessionStore(Configured):
         same parent, succeeds and writes nothing, so a retry after a timeout is safe; and a
         script redis-py re-sends after a lost reply is recognised by its operation token
         and has no second effect. A different record under an existing id is still
-        ``session.store.conflict``."""
+        ``session.store.conflict``.
+
+        ``owner``: a new thread (a root's) is that owner's, and every save into it must be
+        made by that owner (or without one): to another, its responses are not there, so a
+        child of one is ``session.chain.not_found`` and a root in it (an id it did not
+        mint) ``session.store.conflict``. A response saved into a conversation takes the
+        conversation's owner (docs/guarantees.md#owners)."""
         response_id, parent, expected, blob = self._check_save(session, expected_previous_response_id, overwrite)
+        who = validate.owner(owner)
         if self.conversations is not None and session.conversation_id is not None:
             if overwrite:
                 raise SessionError(ErrorCode.INPUT_INVALID, "a conversation's response is not overwritten: its turn "
                                    "is in the conversation already")
-            await self._save_turn(session, response_id, expected, blob)
+            await self._save_turn(session, response_id, expected, blob, who)
             return
         thread = await self._thread_for_save(response_id, parent)
         key = self.keys.thread(thread)
         try:
-            reply = await self.edge.run(_SAVE, [key], self._save_args(response_id, parent, expected, overwrite, blob),
+            reply = await self.edge.run(_SAVE, [key], self._save_args(response_id, parent, expected, overwrite, blob, who),
                                         where=f"thread {key!r}", write=True, own=("RSEXISTS", "RSPARENT"))
         except Refusal as refusal:
             await self._refused(refusal, session, key, parent, thread)
@@ -333,12 +357,12 @@ class RedisResponseSessionStore(Configured):
         await self._after_save(response_id, parent, thread, renew)
 
     def _save_args(self, response_id: str, parent: str | None, expected: str | None, overwrite: bool,
-                   blob: bytes) -> list[Any]:
-        """ARGV of lua/chain_save.lua (and chain_save_turn.lua's first eleven)."""
+                   blob: bytes, who: str) -> list[Any]:
+        """ARGV of lua/chain_save.lua (and chain_save_turn.lua's first twelve)."""
         return [response_id, parent or "", b"=" if expected is not None else b"-", expected or "",
                 b"1" if overwrite else b"0", blob, self._ttl_ms, CYCLE_WALK_LIMIT, new_token(),
                 b"1" if self.options.response_expiry else b"0",
-                b"1" if parent and thread_of(parent) is None else b"0"]
+                b"1" if parent and thread_of(parent) is None else b"0", who]
 
     def _check_save(self, session: object, expected: object,
                     overwrite: object) -> tuple[str, str | None, str | None, bytes]:
@@ -437,7 +461,7 @@ class RedisResponseSessionStore(Configured):
             await self._point(response_id, thread)
 
     async def _save_turn(self, session: StoredResponseSession, response_id: str, expected: str | None,
-                         blob: bytes) -> None:
+                         blob: bytes, who: str) -> None:
         """A response of a conversation: saved into the conversation's slot (thread
         ``c:<conversation id>``), and the turn's items (its input, as
         :func:`request_input_items` shapes it, then its output; ids minted where missing)
@@ -460,7 +484,7 @@ class RedisResponseSessionStore(Configured):
         if claimed is False:
             raise SessionError(ErrorCode.STORE_CONFLICT, f"response {response_id!r} already exists")
         key = self.keys.thread(thread)
-        args = [*self._save_args(response_id, None, expected, False, blob), self.conversations.ttl_ms, *pairs]
+        args = [*self._save_args(response_id, None, expected, False, blob, who), self.conversations.ttl_ms, *pairs]
         keys = [key, self.keys.conversation(conversation_id)]
         try:
             await self.edge.run(_TURN, keys, args, where=f"thread {key!r}", write=True, own=("RSEXISTS",),
@@ -474,17 +498,21 @@ class RedisResponseSessionStore(Configured):
             raise
 
     @bounded
-    async def delete(self, response_id: str) -> bool:
+    async def delete(self, response_id: str, *, owner: str | None = None) -> bool:
         """Delete one response. Its descendants stay; resolving through the gap raises
-        ``session.chain.not_found`` naming it, never a shortened history.
+        ``session.chain.not_found`` naming it, never a shortened history. Another
+        ``owner``'s response is not there: False, and nothing is touched.
 
         Idempotent: a script re-sent after a lost reply answers what the first copy did
         and deletes nothing more (its token is remembered in the thread)."""
         validate_id(response_id)
+        who = validate.owner(owner)
         thread = await self._thread(response_id)
         if thread is None:
             return False
-        deleted = await self._delete(thread, response_id)
+        deleted = await self._delete(thread, response_id, who)
+        if deleted < 0:
+            return False
         if thread_of(response_id) is None:
             # Look again once the locator is gone, and point it back if a save put the
             # record back meanwhile: a record in its thread always ends up with its locator.
@@ -492,15 +520,16 @@ class RedisResponseSessionStore(Configured):
             if await self._has(thread, response_id):
                 await self.edge.command("SET", self.keys.locator(response_id), thread,
                                         *(("PX", self._ttl_ms) if self._ttl_ms else ()), "NX", where="locator", write=True)
-        return deleted
+        return deleted > 0
 
-    async def _delete(self, thread: str, response_id: str) -> bool:
+    async def _delete(self, thread: str, response_id: str, who: str = "") -> int:
+        """lua/chain_delete.lua: 1 deleted, 0 not there, -1 another owner's."""
         key = self.keys.thread(thread)
-        return bool(await self.edge.run(_DELETE, [key], [response_id, new_token(), self._ttl_ms],
-                                        where=f"thread {key!r}", write=True))
+        return int(await self.edge.run(_DELETE, [key], [response_id, new_token(), self._ttl_ms, who],
+                                       where=f"thread {key!r}", write=True))
 
     @bounded
-    async def delete_thread(self, response_id: str) -> int:
+    async def delete_thread(self, response_id: str, *, owner: str | None = None) -> int:
         """Delete the whole conversation ``response_id`` belongs to: every response of its
         thread and their locators. Returns how many responses this call deleted (0 for an
         unknown id, and for a call that finds the thread already gone, such as a retry).
@@ -508,14 +537,17 @@ class RedisResponseSessionStore(Configured):
         The thread is one key, removed with UNLINK (freed in the background); the ids of
         foreign responses, whose locators go too, are listed first in bounded HSCAN pages.
         A save racing this call either lands before (and is deleted) or finds its parent
-        gone (``session.chain.not_found``)."""
+        gone (``session.chain.not_found``). Another ``owner``'s thread is not there: 0, and
+        nothing is touched (the script that unlinks the key checks its owner)."""
         validate_id(response_id)
+        who = validate.owner(owner)
         thread = await self._thread(response_id)
-        if thread is None or not await self._has(thread, response_id):
+        if thread is None or not await self._has(thread, response_id, who):
             return 0
         key = self.keys.thread(thread)
         ids = await self._thread_ids(key)
-        await self.edge.command("UNLINK", key, where=f"thread {key!r}")
+        if not await self.edge.run(_DROP, [key], [who], where=f"thread {key!r}", write=True):
+            return 0
         foreign = [rid for rid in ids if thread_of(rid) is None]
         if foreign:
             await self._on_locators(foreign, lambda locator: ("DEL", locator))
@@ -523,9 +555,8 @@ class RedisResponseSessionStore(Configured):
 
     async def _thread_ids(self, key: str) -> list[str]:
         """The ids of every record in the thread, in HSCAN pages sized by its largest record."""
-        head = (await self.edge.command("HGET", key, "h", where=f"thread {key!r}") or b"").split()
-        largest = int(head[1]) if len(head) > 1 and head[1].isdigit() else SCAN_BYTES
-        count, cursor, ids = hscan_count(largest, 64), 0, list[str]()
+        head = thread_header(await self.edge.command("HGET", key, "h", where=f"thread {key!r}"))
+        count, cursor, ids = hscan_count(head.largest if head else SCAN_BYTES, 64), 0, list[str]()
         while True:
             cursor, page = await self.edge.command("HSCAN", key, cursor, "MATCH", "p:*", "COUNT", count,
                                                    where=f"thread {key!r}")  # redis-py: (cursor, {field: value})
@@ -534,9 +565,13 @@ class RedisResponseSessionStore(Configured):
                 return list(dict.fromkeys(ids))  # HSCAN may return a field twice
 
     # -- locators ----------------------------------------------------------------
-    async def _has(self, thread: str, response_id: str) -> bool:
+    async def _has(self, thread: str, response_id: str, who: str = "") -> bool:
+        """Whether the thread holds the id (and is ``who``'s: one atomic read of both)."""
         key = self.keys.thread(thread)
-        return bool(await self.edge.command("HEXISTS", key, "p:" + response_id, where=f"thread {key!r}"))
+        if not who:
+            return bool(await self.edge.command("HEXISTS", key, "p:" + response_id, where=f"thread {key!r}"))
+        head, parent = await self.edge.command("HMGET", key, "h", "p:" + response_id, where=f"thread {key!r}")
+        return parent is not None and _owned(head, who, key)
 
     async def _claim(self, response_id: str, thread: str) -> bool | None:
         """Point a foreign id's locator at ``thread``: True when this call set it, None when
@@ -578,6 +613,17 @@ class RedisResponseSessionStore(Configured):
         keys = [self.keys.locator(rid) for rid in response_ids]
         for at in range(0, len(keys), LOCATOR_BATCH):
             await self.edge.pipeline([command(key) for key in keys[at:at + LOCATOR_BATCH]], where=f"locator {keys[at]!r}")
+
+
+def _owned(head: Any, who: str, key: str) -> bool:
+    """Whether a thread whose header reads ``head`` is ``who``'s ('' sees every thread); a
+    thread that has none holds no record, and one of another format is refused."""
+    if head is None:
+        return True
+    parsed = thread_header(head)
+    if parsed is None:
+        raise SessionError(ErrorCode.RECORD_UNSUPPORTED, f"thread {key!r} is not in data format 1 or 2")
+    return not who or parsed.owner == who
 
 
 def _expected_mismatch(parent: str | None) -> SessionError:

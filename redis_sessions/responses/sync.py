@@ -70,30 +70,33 @@ class SyncResponseSessionStore(Blocking):
         """:attr:`RedisResponseSessionStore.round_trips`."""
         return self.core.round_trips
 
-    def new_response_id(self, previous_response_id: str | None = None, *, conversation_id: str | None = None) -> str:
+    def new_response_id(self, previous_response_id: str | None = None, *, conversation_id: str | None = None,
+                        owner: str | None = None) -> str:
         """:meth:`RedisResponseSessionStore.new_response_id`, blocking."""
-        return run_blocking(self.core.new_response_id(previous_response_id, conversation_id=conversation_id))
+        return run_blocking(self.core.new_response_id(previous_response_id, conversation_id=conversation_id,
+                                                      owner=owner))
 
-    def get(self, response_id: str) -> StoredResponseSession | None:
+    def get(self, response_id: str, *, owner: str | None = None) -> StoredResponseSession | None:
         """:meth:`RedisResponseSessionStore.get`, blocking."""
-        return run_blocking(self.core.get(response_id))
+        return run_blocking(self.core.get(response_id, owner=owner))
 
     def resolve_chain(self, previous_response_id: str | None, *, max_depth: int | None = None,
-                      include_incomplete: bool = False) -> ResponseSessionSnapshot:
+                      include_incomplete: bool = False, owner: str | None = None) -> ResponseSessionSnapshot:
         """:meth:`RedisResponseSessionStore.resolve_chain`, blocking."""
         return run_blocking(self.core.resolve_chain(previous_response_id, max_depth=max_depth,
-                                                    include_incomplete=include_incomplete))
+                                                    include_incomplete=include_incomplete, owner=owner))
 
     def save(self, session: StoredResponseSession, *,
-             expected_previous_response_id: str | None | _Unset = UNSET, overwrite: bool = False) -> None:
+             expected_previous_response_id: str | None | _Unset = UNSET, overwrite: bool = False,
+             owner: str | None = None) -> None:
         """:meth:`RedisResponseSessionStore.save`, blocking."""
         run_blocking(self.core.save(session, expected_previous_response_id=expected_previous_response_id,
-                                    overwrite=overwrite))
+                                    overwrite=overwrite, owner=owner))
 
-    def delete(self, response_id: str) -> bool:
+    def delete(self, response_id: str, *, owner: str | None = None) -> bool:
         """:meth:`RedisResponseSessionStore.delete`, blocking."""
-        return run_blocking(self.core.delete(response_id))
+        return run_blocking(self.core.delete(response_id, owner=owner))
 
-    def delete_thread(self, response_id: str) -> int:
+    def delete_thread(self, response_id: str, *, owner: str | None = None) -> int:
         """:meth:`RedisResponseSessionStore.delete_thread`, blocking."""
-        return run_blocking(self.core.delete_thread(response_id))
+        return run_blocking(self.core.delete_thread(response_id, owner=owner))
