@@ -31,7 +31,7 @@ BACKENDS: dict[str, list[pytest.MarkDecorator]] = {
 REDIS_BACKENDS = ["fakeredis", "redis", "cluster"]
 REAL_BACKENDS = ["redis", "cluster"]
 APIS = ("async", "sync")
-SYNC_MODULES = {"test_responses", "test_responses_redis", "test_conversations", "test_items"}
+SYNC_MODULES = {"test_responses", "test_responses_redis", "test_conversations", "test_items", "test_owners"}
 """Modules whose backend tests run over both APIs: ``make_store`` then gives, for
 ``sync``, the sync store behind async methods (chains.SyncAdapter, async_front.AsyncFront)."""
 
