@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
@@ -22,6 +23,11 @@ from redis_sessions.responses import RedisResponseSessionStore as ChainStore
 from redis_sessions.server import Model, create_app, stand_in_model
 
 
+OWNER = "key:" + hashlib.sha256(b"x").hexdigest()[:32]
+"""The owner of the test clients' requests (their API key is ``x``): what a test that saves
+through the stores passes, for the server's requests to see it (server/owners.py)."""
+
+
 @dataclass
 class Served:
     app: Starlette
@@ -32,7 +38,9 @@ class Served:
 
 
 def client_for(app: Any) -> tuple[openai.AsyncOpenAI, httpx2.AsyncClient]:
-    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app))
+    """The official client and a raw HTTP client, both sending the API key ``x``: the
+    server binds what a request stores to its key (server/owners.py)."""
+    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), headers={"Authorization": "Bearer x"})
     return openai.AsyncOpenAI(http_client=http, base_url="http://server/v1", api_key="x", max_retries=0), http
 
 

@@ -186,7 +186,7 @@ async def test_a_client_gone_mid_stream_leaves_nothing_stored(backend: Any) -> N
         body = json.dumps({"model": "test-model", "input": "lost", "stream": True,
                            "previous_response_id": first_done.id}).encode()
         reader, writer = await asyncio.open_connection("127.0.0.1", port_of(server))
-        writer.write(b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        writer.write(b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: Bearer x\r\n"
                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
         await writer.drain()
         events = await read_events(reader, "response.in_progress")
@@ -231,7 +231,7 @@ async def test_a_client_gone_after_a_delta_leaves_nothing_stored(backend: Any) -
 
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
              "path": "/v1/responses", "raw_path": b"/v1/responses", "root_path": "", "query_string": b"",
-             "headers": [(b"content-type", b"application/json")], "server": ("server", 80)}
+             "headers": [(b"content-type", b"application/json"), (b"authorization", b"Bearer x")], "server": ("server", 80)}
     await app(scope, receive, send)
     events = sse_blocks(b"".join(sent).decode())
     kinds = [kind for kind, _ in events]

@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from chains import all_keys
-from serverkit import Served, serve
+from serverkit import OWNER, Served, serve
 from redis_sessions import StoredResponseRequestSnapshot, StoredResponseSession, StoredResponseSnapshot
 from redis_sessions.server import ModelCall, ModelReply
 from redis_sessions.validate import MAX_NESTING
@@ -206,8 +206,9 @@ async def history_without_model(served: Served) -> tuple[str, str]:
     response_id = await served.store.new_response_id()
     await served.store.save(StoredResponseSession(
         id=response_id, created_at=1, request=StoredResponseRequestSnapshot(input="first"),
-        response=StoredResponseSnapshot(id=response_id, output=[])))
-    conversation = await served.conversations.create([{"type": "message", "role": "user", "content": "first"}])
+        response=StoredResponseSnapshot(id=response_id, output=[])), owner=OWNER)
+    conversation = await served.conversations.create([{"type": "message", "role": "user", "content": "first"}],
+                                                     owner=OWNER)
     return response_id, conversation.id
 
 

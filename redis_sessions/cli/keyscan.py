@@ -32,7 +32,7 @@ from ..errors import ErrorCode, SessionError, translate, translate_errors
 from ..items import header
 from ..keys import _GLOB_SPECIAL, KeySpace
 from ..link import AnyRedis, as_text
-from ..responses.chain import ThreadHeader, thread_header
+from ..responses.chain import thread_header
 from ..responses.store import hscan_count
 
 T = TypeVar("T")
@@ -135,12 +135,12 @@ def state(key: Key, replies: Sequence[Any]) -> State:
     h = replies[0]
     if h is None and key.kind == "conversation":
         return State("tombstone")
-    head = thread_header(h) if key.kind == "thread" else isinstance(h, bytes) and _CONVERSATION.fullmatch(h)
-    if not head:
+    thread = thread_header(h) if key.kind == "thread" else None
+    if thread is None and not (key.kind == "conversation" and isinstance(h, bytes) and _CONVERSATION.fullmatch(h)):
         return State("corrupt" if isinstance(h, bytes) and h[:2] in (b"1 ", b"2 ") else "unsupported")
-    if not isinstance(head, ThreadHeader):
+    if thread is None:
         return State("live")
-    return State("live" if replies[1] > 2 else "tombstone", largest=head.largest)
+    return State("live" if replies[1] > 2 else "tombstone", largest=thread.largest)
 
 
 async def count_responses(client: AnyRedis, threads: Sequence[tuple[Key, int]], failures: Failures,

@@ -18,6 +18,7 @@ except ImportError as exc:  # the base install has no web framework
 from .app import create_app
 from .errors import ApiError
 from .model import Model, ModelCall, ModelReply, stand_in_model, upstream_model
+from .owners import Owner, owner_from_api_key
 from .paging import PageQuery, page, page_query
 from .responses import ConversationLink, ResponsesApi, response_object
 
@@ -27,9 +28,11 @@ __all__ = [
     "Model",
     "ModelCall",
     "ModelReply",
+    "Owner",
     "PageQuery",
     "ResponsesApi",
     "create_app",
+    "owner_from_api_key",
     "page",
     "page_query",
     "response_object",

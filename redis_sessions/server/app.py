@@ -20,6 +20,7 @@ from ..responses import RedisResponseSessionStore
 from .errors import NOT_FOUND, ApiError, log
 from .health import links_of, ping, startup_check
 from .model import Model, stand_in_model
+from .owners import Owner, owner_from_api_key
 from .conversations import ConversationsApi, StoreLink
 from .responses import ResponsesApi
 from .streaming import stream_turn
@@ -50,22 +51,23 @@ async def internal_error(request: Request, exc: Exception) -> Response:
     return JSONResponse(ApiError.server_error().body(), status_code=500)
 
 
-def response_routes(api: ResponsesApi) -> list[Route]:
+def response_routes(api: ResponsesApi, owner: Owner = owner_from_api_key) -> list[Route]:
     async def create(request: Request) -> Response:
-        turn = await api.begin(await json_body(request))  # errors up to here are plain JSON errors
+        turn = await api.begin(await json_body(request), owner(request))  # errors up to here are plain JSON errors
         if turn.stream:
             return StreamingResponse(stream_turn(api, turn), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
         return JSONResponse(await api.complete(turn))
 
     async def retrieve(request: Request) -> Response:
-        return JSONResponse(await api.retrieve(request.path_params["response_id"]))
+        return JSONResponse(await api.retrieve(request.path_params["response_id"], owner(request)))
 
     async def delete(request: Request) -> Response:
-        return JSONResponse(await api.delete(request.path_params["response_id"]))
+        return JSONResponse(await api.delete(request.path_params["response_id"], owner(request)))
 
     async def input_items(request: Request) -> Response:
-        return JSONResponse(await api.input_items(request.path_params["response_id"], request.query_params))
+        return JSONResponse(await api.input_items(request.path_params["response_id"], request.query_params,
+                                                  owner(request)))
 
     return [
         Route("/v1/responses", create, methods=["POST"]),
@@ -75,33 +77,36 @@ def response_routes(api: ResponsesApi) -> list[Route]:
     ]
 
 
-def conversation_routes(api: ConversationsApi) -> list[Route]:
+def conversation_routes(api: ConversationsApi, owner: Owner = owner_from_api_key) -> list[Route]:
     def ids(request: Request) -> tuple[str, str]:
         return request.path_params["conversation_id"], request.path_params["item_id"]
 
     async def create(request: Request) -> Response:
-        return JSONResponse(await api.create(await json_body(request)))
+        return JSONResponse(await api.create(await json_body(request), owner(request)))
 
     async def retrieve(request: Request) -> Response:
-        return JSONResponse(await api.retrieve(request.path_params["conversation_id"]))
+        return JSONResponse(await api.retrieve(request.path_params["conversation_id"], owner(request)))
 
     async def update(request: Request) -> Response:
-        return JSONResponse(await api.update(request.path_params["conversation_id"], await json_body(request)))
+        return JSONResponse(await api.update(request.path_params["conversation_id"], await json_body(request),
+                                             owner(request)))
 
     async def delete(request: Request) -> Response:
-        return JSONResponse(await api.delete(request.path_params["conversation_id"]))
+        return JSONResponse(await api.delete(request.path_params["conversation_id"], owner(request)))
 
     async def add_items(request: Request) -> Response:
-        return JSONResponse(await api.add_items(request.path_params["conversation_id"], await json_body(request)))
+        return JSONResponse(await api.add_items(request.path_params["conversation_id"], await json_body(request),
+                                                owner(request)))
 
     async def list_items(request: Request) -> Response:
-        return JSONResponse(await api.list_items(request.path_params["conversation_id"], request.query_params))
+        return JSONResponse(await api.list_items(request.path_params["conversation_id"], request.query_params,
+                                                 owner(request)))
 
     async def get_item(request: Request) -> Response:
-        return JSONResponse(await api.get_item(*ids(request)))
+        return JSONResponse(await api.get_item(*ids(request), owner(request)))
 
     async def delete_item(request: Request) -> Response:
-        return JSONResponse(await api.delete_item(*ids(request)))
+        return JSONResponse(await api.delete_item(*ids(request), owner(request)))
 
     one, items, item = "/v1/conversations/{conversation_id}", "/v1/conversations/{conversation_id}/items", \
         "/v1/conversations/{conversation_id}/items/{item_id}"
@@ -139,6 +144,7 @@ def create_app(
     model: Model = stand_in_model,
     config: SessionConfig | None = None,
     default_model: str = "stand-in",
+    owner: Owner = owner_from_api_key,
 ) -> Starlette:
     """The OpenAI-compatible server over a response store and a conversation store.
 
@@ -149,7 +155,9 @@ def create_app(
     ``upstream_model(openai.AsyncOpenAI())``. At startup (under a server that runs
     the ASGI lifespan, as uvicorn does) Redis is PINGed: refused credentials or a
     host name that does not resolve stop the app, an unreachable Redis is a warning
-    (:mod:`.health`)."""
+    (:mod:`.health`). ``owner``: whose each request is (:mod:`.owners`): by default the
+    API key it was sent with, so one key's responses and conversations are unknown ids
+    to every other key."""
     conv_store = conversations if conversations is not None else create_conversation_store(config or SessionConfig())
     # A store built here appends a conversation's turn in the same step as its save.
     chain_store = store if store is not None else create_response_session_store(
@@ -166,7 +174,7 @@ def create_app(
         for built in owned:
             await built.close()
 
-    app = Starlette(routes=response_routes(responses) + conversation_routes(ConversationsApi(conv_store))
+    app = Starlette(routes=response_routes(responses, owner) + conversation_routes(ConversationsApi(conv_store), owner)
                     + health_routes(links),
                     lifespan=lifespan,
                     exception_handlers={ApiError: api_error, SessionError: api_error, HTTPException: api_error,

@@ -31,36 +31,36 @@ class ConversationsApi:
     def __init__(self, store: ConversationStore) -> None:
         self.store = store
 
-    async def create(self, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def create(self, body: Mapping[str, Any], owner: str | None = None) -> dict[str, Any]:
         given = body.get("items")
         items = [shaped(item) for item in items_of(given, "items", MAX_ITEMS_PER_CALL)] if given is not None else None
-        return _json(await self.store.create(items, _metadata(body)))
+        return _json(await self.store.create(items, _metadata(body), owner=owner))
 
-    async def retrieve(self, conversation_id: str) -> dict[str, Any]:
-        return _json(await self.store.get(conversation_id))
+    async def retrieve(self, conversation_id: str, owner: str | None = None) -> dict[str, Any]:
+        return _json(await self.store.get(conversation_id, owner=owner))
 
-    async def update(self, conversation_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def update(self, conversation_id: str, body: Mapping[str, Any], owner: str | None = None) -> dict[str, Any]:
         if not isinstance(body.get("metadata"), dict):
             raise ApiError.invalid("metadata is required: an object of strings", "metadata")
-        return _json(await self.store.update(conversation_id, body["metadata"]))
+        return _json(await self.store.update(conversation_id, body["metadata"], owner=owner))
 
-    async def delete(self, conversation_id: str) -> dict[str, Any]:
-        return _json(await self.store.delete(conversation_id))
+    async def delete(self, conversation_id: str, owner: str | None = None) -> dict[str, Any]:
+        return _json(await self.store.delete(conversation_id, owner=owner))
 
-    async def add_items(self, conversation_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def add_items(self, conversation_id: str, body: Mapping[str, Any], owner: str | None = None) -> dict[str, Any]:
         items = [shaped(item) for item in items_of(body.get("items"), "items", MAX_ITEMS_PER_CALL)]
-        return _json(await self.store.add_items(conversation_id, items))
+        return _json(await self.store.add_items(conversation_id, items, owner=owner))
 
-    async def list_items(self, conversation_id: str, params: Mapping[str, str]) -> dict[str, Any]:
+    async def list_items(self, conversation_id: str, params: Mapping[str, str], owner: str | None = None) -> dict[str, Any]:
         query = page_query(params)
         return _json(await self.store.list_items(conversation_id, limit=query.limit, order=query.order,
-                                                 after=query.after))
+                                                 after=query.after, owner=owner))
 
-    async def get_item(self, conversation_id: str, item_id: str) -> dict[str, Any]:
-        return await self.store.get_item(conversation_id, item_id)
+    async def get_item(self, conversation_id: str, item_id: str, owner: str | None = None) -> dict[str, Any]:
+        return await self.store.get_item(conversation_id, item_id, owner=owner)
 
-    async def delete_item(self, conversation_id: str, item_id: str) -> dict[str, Any]:
-        return _json(await self.store.delete_item(conversation_id, item_id))
+    async def delete_item(self, conversation_id: str, item_id: str, owner: str | None = None) -> dict[str, Any]:
+        return _json(await self.store.delete_item(conversation_id, item_id, owner=owner))
 
 
 class StoreLink:
@@ -69,12 +69,12 @@ class StoreLink:
     def __init__(self, store: ConversationStore) -> None:
         self.store = store
 
-    async def history(self, conversation_id: str) -> list[Item]:
+    async def history(self, conversation_id: str, owner: str | None = None) -> list[Item]:
         """Every item, oldest first (the store's history: pages of 100, one call each)."""
-        return await self.store.history(conversation_id)
+        return await self.store.history(conversation_id, owner=owner)
 
-    async def append(self, conversation_id: str, items: list[Item]) -> None:
+    async def append(self, conversation_id: str, items: list[Item], owner: str | None = None) -> None:
         """The turn's items, 20 per call (the store's limit). Each call is atomic; a turn of
         more than 20 items is several, so a failure can leave part of it appended."""
         for start in range(0, len(items), MAX_ITEMS_PER_CALL):
-            await self.store.add_items(conversation_id, items[start:start + MAX_ITEMS_PER_CALL])
+            await self.store.add_items(conversation_id, items[start:start + MAX_ITEMS_PER_CALL], owner=owner)

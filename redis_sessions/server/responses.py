@@ -29,10 +29,11 @@ from .wire import dumps
 class ConversationLink(Protocol):
     """What a response turn needs from the conversation store."""
 
-    async def history(self, conversation_id: str) -> list[Item]:
-        """Every item of the conversation, oldest first (404 if there is no such conversation)."""
+    async def history(self, conversation_id: str, owner: str | None = None) -> list[Item]:
+        """Every item of the conversation, oldest first (404 if there is no such conversation,
+        or it is another owner's)."""
 
-    async def append(self, conversation_id: str, items: list[Item]) -> None: ...
+    async def append(self, conversation_id: str, items: list[Item], owner: str | None = None) -> None: ...
 
 
 def _optional(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...], what: str) -> Any:
@@ -101,6 +102,8 @@ class Turn:
     history: list[Item]
     response_id: str
     created_at: int
+    owner: str | None = None
+    """Whose turn it is (:func:`.owners.owner_from_api_key`): its history, and its save."""
 
 
 @contextlib.contextmanager
@@ -127,14 +130,14 @@ class ResponsesApi:
         self.default_model = default_model
         self.clock = clock
 
-    async def _history(self, previous: str | None, conversation: str | None) -> list[Item]:
+    async def _history(self, previous: str | None, conversation: str | None, owner: str | None) -> list[Item]:
         if conversation is not None:
             if self.conversations is None:
                 raise ApiError.invalid("this server has no conversation store", "conversation")
-            return await self.conversations.history(conversation)
-        return (await self.store.resolve_chain(previous)).input_items  # one round trip, any depth
+            return await self.conversations.history(conversation, owner)
+        return (await self.store.resolve_chain(previous, owner=owner)).input_items  # one round trip, any depth
 
-    async def begin(self, body: Mapping[str, Any]) -> Turn:
+    async def begin(self, body: Mapping[str, Any], owner: str | None = None) -> Turn:
         """Check the request, rebuild its history and mint its id; nothing is written."""
         previous = _optional(body, "previous_response_id", str, "a string")
         conversation = conversation_id(body.get("conversation"))
@@ -148,15 +151,15 @@ class ResponsesApi:
         items = input_items(body.get("input", ""))
         request = request_snapshot(body, items, model)
         with turn_errors(previous, conversation):
-            history = await self._history(previous, conversation)
+            history = await self._history(previous, conversation, owner)
             if conversation is not None and self.store.conversations is not None:
                 # the conversation's responses live in its slot, found by locator
-                response_id = await self.store.new_response_id(conversation_id=conversation)
+                response_id = await self.store.new_response_id(conversation_id=conversation, owner=owner)
             else:
-                response_id = await self.store.new_response_id(previous)  # in its parent's thread
+                response_id = await self.store.new_response_id(previous, owner=owner)  # in its parent's thread
         return Turn(body=body, previous=previous, conversation=conversation, store=store is not False,
                     stream=bool(stream), metadata=metadata, model=model, items=items, request=request,
-                    history=history, response_id=response_id, created_at=int(self.clock()))
+                    history=history, response_id=response_id, created_at=int(self.clock()), owner=owner)
 
     def pending(self, turn: Turn) -> dict[str, Any]:
         """The response while the model works on it (a stream's first events)."""
@@ -188,12 +191,12 @@ class ResponsesApi:
             return
         with turn_errors(turn.previous, turn.conversation):
             # Refused (409) if another worker answered this turn first with this id.
-            await self.store.save(session, expected_previous_response_id=turn.previous)
+            await self.store.save(session, expected_previous_response_id=turn.previous, owner=turn.owner)
             if turn.conversation is not None and self.conversations is not None and self.store.conversations is None:
                 # A response store built without the conversation store: two writes, the
                 # response saved, then the turn appended. If the append fails the response
                 # exists and the conversation lacks the turn (the client sees the error).
-                await self.conversations.append(turn.conversation, turn.items + session.response.output)
+                await self.conversations.append(turn.conversation, turn.items + session.response.output, turn.owner)
 
     async def complete(self, turn: Turn) -> dict[str, Any]:
         """The turn answered and saved, as one ``Response`` body."""
@@ -201,35 +204,35 @@ class ResponsesApi:
         await self.keep(turn, session)
         return response_object(session, stored=turn.store)
 
-    async def create(self, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def create(self, body: Mapping[str, Any], owner: str | None = None) -> dict[str, Any]:
         """A whole turn in one body (a ``stream: true`` request's events: :mod:`.streaming`)."""
-        return await self.complete(await self.begin(body))
+        return await self.complete(await self.begin(body, owner))
 
-    async def _session(self, response_id: str) -> StoredResponseSession:
-        session = await self.store.get(response_id)
+    async def _session(self, response_id: str, owner: str | None) -> StoredResponseSession:
+        session = await self.store.get(response_id, owner=owner)
         if session is None:
             raise ApiError.not_found(ErrorCode.CHAIN_NOT_FOUND, response_id)
         return session
 
-    async def retrieve(self, response_id: str) -> dict[str, Any]:
-        return response_object(await self._session(response_id))
+    async def retrieve(self, response_id: str, owner: str | None = None) -> dict[str, Any]:
+        return response_object(await self._session(response_id, owner))
 
-    async def delete(self, response_id: str) -> dict[str, Any]:
-        if not await self.store.delete(response_id):
+    async def delete(self, response_id: str, owner: str | None = None) -> dict[str, Any]:
+        if not await self.store.delete(response_id, owner=owner):
             raise ApiError.not_found(ErrorCode.CHAIN_NOT_FOUND, response_id)
         return {"id": response_id, "object": "response", "deleted": True}
 
-    async def input_items(self, response_id: str, params: Mapping[str, str]) -> dict[str, Any]:
+    async def input_items(self, response_id: str, params: Mapping[str, str], owner: str | None = None) -> dict[str, Any]:
         """The items the response was generated from, as OpenAI lists them: its chain's
         turns (each turn's input then output) and its own input; in a conversation, its
         own input (the conversation lists the rest). Items without an id (records saved
         by another writer) get one made of the turn's id and their place, so paging
         through them is stable too."""
         query = page_query(params)
-        session = await self._session(response_id)
+        session = await self._session(response_id, owner)
         turns = [session]
         if session.previous_response_id is not None:
-            chain = await self.store.resolve_chain(session.previous_response_id, include_incomplete=True)
+            chain = await self.store.resolve_chain(session.previous_response_id, include_incomplete=True, owner=owner)
             turns = chain.sessions + turns
         items: list[Item] = []
         for turn in turns:
