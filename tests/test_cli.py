@@ -279,9 +279,11 @@ async def test_purge_idle(seeded: Seeded) -> None:
     assert ok_json("show", seeded.foreign, *seeded.args())["record"]["id"] == seeded.foreign
 
 
-async def test_stats_and_purge_know_conversations(url: str) -> None:
+@pytest.mark.parametrize("owner", [None, "tenant-1"], ids=["format-1", "owned-format-2"])
+async def test_stats_and_purge_know_conversations(url: str, owner: str | None) -> None:
     """A conversation's hash is a key of the prefix: counted by stats, deleted by a plain
-    purge, kept by an idle purge (its ring records a write seconds ago)."""
+    purge, kept by an idle purge (its ring records a write seconds ago). The command line
+    is an operator's: it sees, lists and judges an owner's keys (data format 2) alike."""
     from redis_sessions.conversations import RedisConversationStore
 
     prefix = f"cli{uuid.uuid4().hex[:8]}"
@@ -289,10 +291,12 @@ async def test_stats_and_purge_know_conversations(url: str) -> None:
     conversations = RedisConversationStore.from_url(url, key_prefix=prefix, ttl_seconds=3600)
     store = RedisResponseSessionStore.from_url(url, key_prefix=prefix, ttl_seconds=3600, conversations=conversations)
     try:
-        conv = await conversations.create(items=[{"role": "user", "content": "hi"}])
-        rid = await store.new_response_id(conversation_id=conv.id)
-        await store.save(msgspec.structs.replace(turn(rid, None, "in a conversation"), conversation_id=conv.id))
+        conv = await conversations.create(items=[{"role": "user", "content": "hi"}], owner=owner)
+        rid = await store.new_response_id(conversation_id=conv.id, owner=owner)
+        await store.save(msgspec.structs.replace(turn(rid, None, "in a conversation"), conversation_id=conv.id),
+                         owner=owner)
         stats = ok_json("stats", *args)
+        assert stats["unsupported"] == {}
         assert (stats["conversations"], stats["threads"], stats["responses"], stats["locators"]) == (1, 1, 1, 1)
         assert stats["other_keys"] == 0 and stats["ttl"]["conversations"]["<1h"] == 1
         assert run_list("threads", args) == [f"c:{conv.id}"] and run_list("conversations", args) == [conv.id]
