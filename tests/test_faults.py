@@ -178,15 +178,17 @@ FAULTS = pytest.mark.parametrize("fault", list(ROUNDS))
 # -- response chains ------------------------------------------------------------------
 @SYNC_TOO
 @FAULTS
-@pytest.mark.parametrize("ids", ["minted", "foreign", "deep"])
+@pytest.mark.parametrize("ids", ["minted", "foreign", "deep", "owned"])
 async def test_save_applies_once_and_never_answers_conflict_for_its_own_write(faulty: Faulty, fault: str, ids: str) -> None:
     """``deep``: a chain past the walk's inline budget, each save after its resolve (as a
-    gateway saves)."""
+    gateway saves); ``owned``: every call made by one owner (docs/guarantees.md#owners)."""
     minted = ids != "foreign"
-    tally = Tally(faulty.name, {"minted": "save", "foreign": "save (foreign ids)", "deep": "save (deep chain)"}[ids], fault)
+    owner = "tenant-f" if ids == "owned" else None
+    tally = Tally(faulty.name, {"minted": "save", "foreign": "save (foreign ids)", "deep": "save (deep chain)",
+                                "owned": "save (an owner's)"}[ids], fault)
     store = faulty.store()
     root = new_response_id() if minted else f"ext-{faulty.prefix}-root"
-    await store.save(record(root))
+    await store.save(record(root), owner=owner)
     chain = [root]
     for _ in range(DEEP if ids == "deep" else 0):
         await store.resolve_chain(chain[-1])
@@ -198,16 +200,17 @@ async def test_save_applies_once_and_never_answers_conflict_for_its_own_write(fa
         if ids == "deep":
             await store.resolve_chain(chain[-1])
         result = await under_fault(faulty, tally, thread_key, "chain_save",
-                                   lambda: store.save(record(rid, parent=chain[-1]), expected_previous_response_id=chain[-1]))
+                                   lambda: store.save(record(rid, parent=chain[-1]), expected_previous_response_id=chain[-1],
+                                                      owner=owner))
         if not isinstance(result, SessionError):
             chain.append(rid)
-    resolved = await store.resolve_chain(chain[-1])
+    resolved = await store.resolve_chain(chain[-1], owner=owner)
     got = [s.id for s in resolved.sessions]
     tally.lost = len(set(chain) - set(got))
     tally.duplicated = len(got) - len(set(got))
     assert got == chain
     for rid in chain:  # every saved response is readable by its own id
-        assert (await store.get(rid)) is not None
+        assert (await store.get(rid, owner=owner)) is not None
     await store.close()
     tally.check()
 
