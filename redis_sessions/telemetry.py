@@ -35,6 +35,9 @@ active: "Telemetry | None" = None
 """The running telemetry (None: off). Read on every call: the one cost of telemetry off."""
 
 _entering: contextvars.ContextVar[bool] = contextvars.ContextVar("redis_sessions_telemetry_entering", default=False)
+_tally: contextvars.ContextVar["list[int] | None"] = contextvars.ContextVar("redis_sessions_telemetry_bytes", default=None)
+"""The running call's bytes (written before, after; read before, after compression), added
+to the counter once per call: a counter's ``add`` costs more than decoding a small item."""
 
 SEARCH, UPDATE, CREATE, DELETE = "search_memory", "update_memory", "create_memory", "delete_memory"
 DURATION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -162,6 +165,7 @@ class Telemetry:
         span = self.tracer.start_span(f"{operation} {store_name}", kind=self._kind, attributes=attributes)
         start = time.perf_counter()
         entering = _entering.set(True)
+        tally = _tally.set([0, 0, 0, 0])
         try:
             with self._trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
                 result = await run(store, *args, **kwargs)
@@ -185,18 +189,33 @@ class Telemetry:
         finally:
             _entering.reset(entering)
             self.duration.record(time.perf_counter() - start, common)
+            counts = _tally.get()
+            _tally.reset(tally)
+            if counts is not None:
+                self._add_bytes(counts)
             span.end()
+
+    def _add_bytes(self, counts: list[int]) -> None:
+        for count, attributes in zip(counts, (*self._wrote, *self._read)):
+            if count:
+                self.bytes.add(count, attributes)
 
     # -- what the codec and the tokens see ---------------------------------------------
     def wrote(self, before: int, after: int) -> None:
         """A value encoded for writing: ``before`` bytes of msgpack, stored as ``after``."""
-        self.bytes.add(before, self._wrote[0])
-        self.bytes.add(after, self._wrote[1])
+        self._count(0, before, after)
 
     def read(self, stored: int, plain: int) -> None:
         """A value read: ``stored`` bytes from Redis, ``plain`` once decompressed."""
-        self.bytes.add(plain, self._read[0])
-        self.bytes.add(stored, self._read[1])
+        self._count(2, plain, stored)
+
+    def _count(self, at: int, before: int, after: int) -> None:
+        counts = _tally.get()
+        if counts is None:  # outside a store's call (the command line's reads, say)
+            self._add_bytes([before, after, 0, 0] if at == 0 else [0, 0, before, after])
+        else:
+            counts[at] += before
+            counts[at + 1] += after
 
     def resend(self, operation: str) -> None:
         """A write of ``operation`` sent again with the token of a call whose outcome was unknown."""
