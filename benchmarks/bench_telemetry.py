@@ -1,7 +1,7 @@
 """What telemetry costs per call: off against a base commit without it, and on (the
 OpenTelemetry SDK exporting to memory) against off, side by side in one run.
 
-    python benchmarks/bench_telemetry.py [--url redis://...] [--base 292db97] [--rounds 15] [--calls 200]
+    python benchmarks/bench_telemetry.py [--url redis://...] [--base 292db97] [--rounds 61] [--calls 100]
 
 Three worker processes on one Redis (a private redis-server unless ``--url``), each with
 its own key prefix, each timing the asyncio stores' fast paths: ``base`` imports the base
@@ -11,7 +11,9 @@ off, ``on`` this checkout with :func:`redis_sessions.telemetry.enable` on an SDK
 between batches) and a ``MeterProvider`` with an ``InMemoryMetricReader``. A round asks
 each worker for one batch of ``--calls`` calls of one path, the workers' order turned
 every round, so the machine's drift hits all three alike; a side's figure is its median
-batch's time per call, a ratio's spread the lowest and highest of the rounds' ratios.
+batch's time per call, a ratio's the median of the rounds' ratios, its spread their
+interquartile range. The last row is a public call that does nothing (``bounded`` around
+an empty coroutine, no I/O): what the decorator costs, and telemetry's test in it.
 """
 
 from __future__ import annotations
@@ -19,13 +21,15 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from statistics import median
+from statistics import median, quantiles
 from typing import Any, Callable, Awaitable
 
 from _common import REPO, Worker, checkout, describe, isolate_tree, parser, redis_url, serve, where_imported
 
 PATHS = ("response get", "response save", "resolve_chain depth 10", "get_items(20)", "add_items", "pop_item",
-         "conversation list_items")
+         "conversation list_items", "bounded no-op")
+NOOP_CALLS = 50
+"""The no-op row's batch is this many times ``--calls`` (a call of it takes a few us)."""
 
 
 def item(i: int) -> dict[str, Any]:
@@ -81,7 +85,23 @@ class Paths:
             return lambda: self.writes.add_items([item(self.n)])
         if name == "pop_item":
             return self.pops.pop_item
-        return lambda: self.conversations.list_items(self.conversation, limit=20)
+        if name == "conversation list_items":
+            return lambda: self.conversations.list_items(self.conversation, limit=20)
+        return self.noop()
+
+    def noop(self) -> Callable[[], Awaitable[Any]]:
+        """A public call that does nothing: what budget.bounded itself costs, the
+        telemetry test included (a store's own ``timeout``, no link: no I/O)."""
+        from redis_sessions.budget import bounded
+
+        class Noop:
+            timeout = 5.0
+
+            @bounded
+            async def call(self) -> None:
+                return None
+
+        return Noop().call
 
     async def save(self) -> None:
         self.n += 1
@@ -110,6 +130,8 @@ async def worker(url: str, prefix: str, on: bool) -> None:
 
     async def answer(request: dict[str, Any]) -> float:
         name, calls = request["path"], request["calls"]
+        if name == "bounded no-op":
+            calls *= NOOP_CALLS
         if name == "pop_item":  # items to pop, not timed
             await paths.pops.add_items([item(i) for i in range(calls)])
         call = paths.path(name)
@@ -129,10 +151,10 @@ async def worker(url: str, prefix: str, on: bool) -> None:
 def main() -> None:
     p = parser(__doc__ or "")
     p.add_argument("--base", default="292db97", help="the commit to compare telemetry off against")
-    p.add_argument("--calls", type=int, default=200, help="calls per batch")
+    p.add_argument("--calls", type=int, default=100, help="calls per batch")
     p.add_argument("--worker", choices=("base", "off", "on"), help=argparse_hide())
     p.add_argument("--prefix", default="btel", help=argparse_hide())
-    p.set_defaults(rounds=15)
+    p.set_defaults(rounds=61)
     args = p.parse_args()
     if args.worker:
         isolate_tree()
@@ -155,15 +177,22 @@ def main() -> None:
                 w.close()
     print(f"base {args.base} ({describe(REPO, args.base)}) against this checkout ({describe(REPO)}), "
           f"{args.rounds} rounds of {args.calls} calls, asyncio stores, Python {sys.version.split()[0]}\n")
-    print("| path | base µs | off µs | off / base | on µs | on / off | on − off µs |")
+    print("| path | base µs | off µs | off / base (IQR) | on µs | on / off (IQR) | on − off µs |")
     print("|---|---:|---:|---|---:|---|---:|")
     for path in PATHS:
         t = times[path]
         off_base = [o / b for o, b in zip(t["off"], t["base"])]
         on_off = [n / o for n, o in zip(t["on"], t["off"])]
         base, off, on = median(t["base"]), median(t["off"]), median(t["on"])
-        print(f"| {path} | {base:.1f} | {off:.1f} | {median(off_base):.3f} ({min(off_base):.3f}–{max(off_base):.3f}) "
-              f"| {on:.1f} | {median(on_off):.3f} ({min(on_off):.3f}–{max(on_off):.3f}) | {on - off:.1f} |")
+        print(f"| {path} | {base:.2f} | {off:.2f} | {spread(off_base)} | {on:.2f} | {spread(on_off)} | {on - off:.1f} |")
+
+
+def spread(ratios: list[float]) -> str:
+    """The median ratio and its interquartile range."""
+    if len(ratios) < 2:
+        return f"{ratios[0]:.3f}"
+    q1, _, q3 = quantiles(ratios, n=4)
+    return f"{median(ratios):.3f} ({q1:.3f}–{q3:.3f})"
 
 
 def argparse_hide() -> str:

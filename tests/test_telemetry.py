@@ -305,3 +305,33 @@ def test_enable_and_disable(api: str) -> None:
         telemetry.disable()
     assert not telemetry.enabled() and telemetry.active is None
 
+
+
+# -- the reference server: the standard OTEL_* environment ---------------------------------
+
+def test_what_environment_asks_the_server_to_export(api: str) -> None:
+    from redis_sessions.server.telemetry import asked
+
+    assert not asked({})
+    assert not asked({"OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none"})
+    assert asked({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"})
+    assert asked({"OTEL_TRACES_EXPORTER": "otlp"})
+    assert asked({"REDIS_SESSIONS_TELEMETRY": "1"})
+    assert not asked({"REDIS_SESSIONS_TELEMETRY": "0", "OTEL_TRACES_EXPORTER": "otlp"})
+    assert not asked({"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"})
+
+
+def test_the_server_exports_spans_and_metrics_the_environment_asks_for(api: str) -> None:
+    """The console exporters (the OTLP ones need a collector): the app's lifespan sets the SDK
+    up, a store call makes its span and metrics, and the shutdown flushes them."""
+    code = ("import asyncio, os; os.environ.update(OTEL_TRACES_EXPORTER='console', OTEL_METRICS_EXPORTER='console')\n"
+            "from redis_sessions.server import create_app\n"
+            "async def main():\n"
+            "    app = create_app()\n"
+            "    async with app.router.lifespan_context(app):\n"
+            f"        await app.state.conversations.create([{{'role': 'user', 'content': '{MARKER}'}}])\n"
+            "asyncio.run(main())\n")
+    out = run_python(code)
+    assert '"name": "create_memory conversations"' in out
+    assert '"name": "redis_sessions.call.duration"' in out and '"name": "redis_sessions.value.bytes"' in out
+    assert MARKER not in out

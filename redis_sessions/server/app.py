@@ -23,6 +23,7 @@ from .model import Model, stand_in_model
 from .conversations import ConversationsApi, StoreLink
 from .responses import ResponsesApi
 from .streaming import stream_turn
+from .telemetry import export_from_environment
 from .wire import request_json
 
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -161,10 +162,12 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        stop_telemetry = export_from_environment()  # the OTEL_* environment's, if it asks (.telemetry)
         await startup_check(links)
         yield
         for built in owned:
             await built.close()
+        stop_telemetry()
 
     app = Starlette(routes=response_routes(responses) + conversation_routes(ConversationsApi(conv_store))
                     + health_routes(links),
