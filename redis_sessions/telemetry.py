@@ -120,9 +120,9 @@ class Telemetry:
 
         self._trace = trace
         try:
-            ours: str | None = version("redis-sessions")
+            ours = version("redis-sessions")
         except PackageNotFoundError:  # a checkout on sys.path, not installed
-            ours = None
+            ours = ""
         self.tracer = trace.get_tracer(__name__, ours, tracer_provider=tracer_provider)
         meter = metrics.get_meter(__name__, ours, meter_provider=meter_provider)
         self.duration = meter.create_histogram(
