@@ -25,6 +25,7 @@ conversation's: the caller's own handles), the key prefix, codes and counts only
 from __future__ import annotations
 
 import contextvars
+import threading
 import time
 from typing import Any, Awaitable, Callable, Mapping
 
@@ -37,7 +38,14 @@ active: "Telemetry | None" = None
 _entering: contextvars.ContextVar[bool] = contextvars.ContextVar("redis_sessions_telemetry_entering", default=False)
 _tally: contextvars.ContextVar["list[int] | None"] = contextvars.ContextVar("redis_sessions_telemetry_bytes", default=None)
 """The running call's bytes (written before, after; read before, after compression), added
-to the counter once per call: a counter's ``add`` costs more than decoding a small item."""
+to :data:`_totals` once, at the call's end."""
+_totals = [0, 0, 0, 0]
+"""The process's bytes since :func:`enable`, as ``_tally``: the SDK reads them when it
+collects (an observable counter), so a call pays no counter ``add`` for them (an SDK
+``add`` costs more than decoding a small item)."""
+_totals_lock = threading.Lock()
+_BYTES_ATTRIBUTES = tuple({"redis_sessions.direction": direction, "redis_sessions.compression": stage}
+                          for direction in ("write", "read") for stage in ("before", "after"))
 
 SEARCH, UPDATE, CREATE, DELETE = "search_memory", "update_memory", "create_memory", "delete_memory"
 DURATION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -135,16 +143,12 @@ class Telemetry:
             "redis_sessions.refusals", unit="{call}", description="Calls refused with a 4xx code, by code")
         self.timeouts = meter.create_counter(
             "redis_sessions.budget.timeouts", unit="{call}", description="Calls that ran out of their time budget")
-        self.bytes = meter.create_counter(
-            "redis_sessions.value.bytes", unit="By",
+        meter.create_observable_counter(
+            "redis_sessions.value.bytes", callbacks=[_observe_bytes], unit="By",
             description="Bytes of records and items written and read, before and after compression")
         self.resent = meter.create_counter(
             "redis_sessions.writes.resent", unit="{write}",
             description="Writes sent again with the token of a call whose outcome was unknown")
-        self._wrote = ({"redis_sessions.direction": "write", "redis_sessions.compression": "before"},
-                       {"redis_sessions.direction": "write", "redis_sessions.compression": "after"})
-        self._read = ({"redis_sessions.direction": "read", "redis_sessions.compression": "before"},
-                      {"redis_sessions.direction": "read", "redis_sessions.compression": "after"})
         self._kind = trace.SpanKind.CLIENT
 
     # -- the calls (budget.bounded) -----------------------------------------------------
@@ -191,14 +195,9 @@ class Telemetry:
             self.duration.record(time.perf_counter() - start, common)
             counts = _tally.get()
             _tally.reset(tally)
-            if counts is not None:
-                self._add_bytes(counts)
+            if counts is not None and any(counts):
+                _add_bytes(counts)
             span.end()
-
-    def _add_bytes(self, counts: list[int]) -> None:
-        for count, attributes in zip(counts, (*self._wrote, *self._read)):
-            if count:
-                self.bytes.add(count, attributes)
 
     # -- what the codec and the tokens see ---------------------------------------------
     def wrote(self, before: int, after: int) -> None:
@@ -212,7 +211,7 @@ class Telemetry:
     def _count(self, at: int, before: int, after: int) -> None:
         counts = _tally.get()
         if counts is None:  # outside a store's call (the command line's reads, say)
-            self._add_bytes([before, after, 0, 0] if at == 0 else [0, 0, before, after])
+            _add_bytes([before, after, 0, 0] if at == 0 else [0, 0, before, after])
         else:
             counts[at] += before
             counts[at + 1] += after
@@ -220,6 +219,21 @@ class Telemetry:
     def resend(self, operation: str) -> None:
         """A write of ``operation`` sent again with the token of a call whose outcome was unknown."""
         self.resent.add(1, {"redis_sessions.operation": operation})
+
+
+def _add_bytes(counts: list[int]) -> None:
+    with _totals_lock:
+        for at, count in enumerate(counts):
+            _totals[at] += count
+
+
+def _observe_bytes(options: Any) -> list[Any]:
+    """The bytes counter's points, when the SDK collects."""
+    from opentelemetry.metrics import Observation
+
+    with _totals_lock:
+        totals = list(_totals)
+    return [Observation(total, attributes) for total, attributes in zip(totals, _BYTES_ATTRIBUTES)]
 
 
 def claim() -> bool:
@@ -240,6 +254,8 @@ def enable(tracer_provider: Any = None, meter_provider: Any = None) -> None:
     ``telemetry`` extra (``opentelemetry-api``): without it, ``session.input.invalid``.
     Calling it again replaces the providers."""
     global active
+    with _totals_lock:
+        _totals[:] = [0, 0, 0, 0]
     try:
         made = Telemetry(tracer_provider, meter_provider)
     except ImportError:
