@@ -19,6 +19,7 @@ from .conversations import (
     RedisConversationStore,
     SyncConversationStore,
 )
+from . import telemetry
 from .errors import ErrorCode, SessionError
 from .ids import new_response_id, validate_id
 from .items import CompactionSession, RedisSession, SyncCompactionSession, SyncRedisSession
@@ -67,6 +68,7 @@ __all__ = [
     "SyncResponseSessionStore",
     "create_response_session_store",
     "new_response_id",
+    "telemetry",
     "validate_id",
 ]
 

@@ -30,6 +30,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 from redis import exceptions as rx
 from redis.backoff import ExponentialBackoff
 
+from . import telemetry
 from .errors import ErrorCode, SessionError
 
 T = TypeVar("T")
@@ -198,10 +199,16 @@ def bounded(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
 
     Past the budget the call raises ``session.backend.timeout``; a write may or
     may not have run, and since every write is idempotent, retrying it is safe.
+
+    With telemetry on (:mod:`.telemetry`), the call runs again inside its span, measured,
+    whatever it ends with (a budget's timeout included); off, that costs one test.
     """
+    qualname = method.__qualname__
 
     @functools.wraps(method)
     async def run(self: Any, *args: Any, **kwargs: Any) -> T:
+        if telemetry.active is not None and telemetry.claim():
+            return await telemetry.active.observe(run, qualname, self, args, kwargs)  # type: ignore[no-any-return]
         link = getattr(self, "link", None)
         if link is not None and link._closing:
             link.check_open()  # a call on a closed store or session: session.client.closed

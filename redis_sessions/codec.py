@@ -22,7 +22,7 @@ from typing import Any, Callable, TypeVar, Union
 import msgspec
 import zstandard
 
-from . import validate
+from . import telemetry, validate
 from .errors import ErrorCode, SessionError
 from .models import Item, StoredResponseRequestSnapshot, StoredResponseSession, StoredResponseSnapshot
 
@@ -131,12 +131,17 @@ def pack(data: bytes, flags: int, compress: bool = True) -> bytes:
     """``data`` (msgpack) as it is stored: the marker, the format and ``flags``, then
     ``data`` itself or, with ``compress``, a zstd frame of it where that is smaller
     (values under ``COMPRESS_MIN_BYTES`` are not tried)."""
+    stored: bytes | None = None
     if compress and len(data) >= COMPRESS_MIN_BYTES:
         small = len(data) < DICTIONARY_BELOW
         squeezed = (_contexts.small_compressor if small else _contexts.compressor).compress(data)
         if len(squeezed) < len(data):
-            return bytes((MARK, FORMAT << 4 | flags | ZSTD | (DICTIONARY if small else 0))) + squeezed
-    return bytes((MARK, FORMAT << 4 | flags)) + data
+            stored = bytes((MARK, FORMAT << 4 | flags | ZSTD | (DICTIONARY if small else 0))) + squeezed
+    if stored is None:
+        stored = bytes((MARK, FORMAT << 4 | flags)) + data
+    if telemetry.active is not None:
+        telemetry.active.wrote(len(data), len(stored))
+    return stored
 
 
 def encode_items(items: object, max_item_bytes: int, max_batch_bytes: int, max_items: int) -> list[bytes]:
@@ -273,6 +278,8 @@ def _unpack(data: object, where: Where, limit: int) -> tuple[int, Union[bytes, m
         if flags & DICTIONARY:
             raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} says it uses the dictionary but is not "
                                "compressed")
+        if telemetry.active is not None:
+            telemetry.active.read(len(data), len(data) - 2)
         return flags, memoryview(data)[2:]
     frame = memoryview(data)[2:]
     try:
@@ -284,7 +291,10 @@ def _unpack(data: object, where: Where, limit: int) -> tuple[int, Union[bytes, m
             raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} is compressed and says it expands "
                                f"to {size} bytes; this store reads at most {limit}")
         decompressor = _contexts.small_decompressor if flags & DICTIONARY else _contexts.decompressor
-        return flags, decompressor.decompress(frame, max_output_size=limit, allow_extra_data=False)
+        body = decompressor.decompress(frame, max_output_size=limit, allow_extra_data=False)
+        if telemetry.active is not None:
+            telemetry.active.read(len(data), len(body))
+        return flags, body
     except zstandard.ZstdError as exc:
         raise SessionError(ErrorCode.RECORD_CORRUPT, f"{_place(where)} does not decompress: {exc}") from None
 

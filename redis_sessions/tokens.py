@@ -32,6 +32,7 @@ import threading
 import weakref
 from typing import Any, Iterable, Optional
 
+from . import telemetry
 from .errors import ErrorCode, SessionError
 
 TOKEN_HEX = 16
@@ -84,6 +85,8 @@ class Pending:
         task = _task()
         pending = self._by_task.pop(task, None) if task is not None else None
         if pending is not None and pending[0] == operation and pending[2] == what:
+            if telemetry.active is not None:
+                telemetry.active.resend(operation)
             return pending[1]
         return new_token()
 

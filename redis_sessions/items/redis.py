@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, TypeVar, Uni
 
 import msgspec
 
-from .. import validate
+from .. import telemetry, validate
 from ..budget import bounded
 from ..client import without_decode
 from ..codec import FORMAT, MARK, decode_item, encode_items, is_value, pack, plain_size
@@ -470,6 +470,10 @@ class RedisSession(Configured):
         """The entries that are items of this format and decode, in order (the usual
         entries, whole and plain, decoded in one comprehension: a read's hot loop)."""
         where, limit = self._where, self.options.max_item_bytes
+        if telemetry.active is not None:  # the plain entries skip codec.decode_item, which counts the others
+            for entry in entries:
+                if entry[:2] == _PLAIN:
+                    telemetry.active.read(len(entry), len(entry) - 2)
         try:
             return [_ITEM.decode(memoryview(entry)[2:]) if entry[:2] == _PLAIN else decode_item(entry, where, limit)
                     for entry in entries]

@@ -24,6 +24,7 @@ from .owners import Owner, owner_from_api_key
 from .conversations import ConversationsApi, StoreLink
 from .responses import ResponsesApi
 from .streaming import stream_turn
+from .telemetry import export_from_environment
 from .wire import request_json
 
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -169,10 +170,12 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        stop_telemetry = export_from_environment()  # the OTEL_* environment's, if it asks (.telemetry)
         await startup_check(links)
         yield
         for built in owned:
             await built.close()
+        stop_telemetry()
 
     app = Starlette(routes=response_routes(responses, owner) + conversation_routes(ConversationsApi(conv_store), owner)
                     + health_routes(links),
