@@ -22,7 +22,7 @@ local largest, books, _, _, owner = header(got[1])
 if not largest then return unsupported(key, got[1]) end
 if not owned(owner, ARGV[4]) then return -1 end
 local done = token_find(got[2], token)
-if done then return done == 'D' and 1 or 0 end
+if done then return again(done == 'D' and 1 or 0) end
 local parent = got[3]
 local now = server_ms()
 -- writes

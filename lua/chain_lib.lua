@@ -162,7 +162,7 @@ local function save_check(key, A)
   end
   local done = token_find(got[2], A[9])
   if done == false then return token_reused() end
-  if done then return 'ok' end  -- this very call, already done (lua/tokens.lua)
+  if done then return again('ok') end  -- this very call, already done (lua/tokens.lua)
   if A[3] == '=' and parent ~= A[4] then return redis.error_reply('RSEXPECTED ' .. parent) end
   local old = got[3]
   if old then

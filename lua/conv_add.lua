@@ -6,7 +6,7 @@
 -- token in the ring) writes nothing and answers 'ok'.
 local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[2]
 local ring = redis.call('HGET', key, 'ops')
-if token_find(ring, tok) then return 'ok' end
+if token_find(ring, tok) then return again('ok') end
 local n, hd = append_check(key, ARGV, 4, ARGV[3])
 if not n then return hd end  -- refused: hd is the error reply
 local now = server_ms()

@@ -6,7 +6,7 @@
 -- Returns 'ok'; refuses RSEXISTS if the key exists (never, for a minted id, except by this
 -- very write re-sent: its token is then in the ring, and it answers 'ok').
 local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[2]
-if token_find(redis.call('HGET', key, 'ops'), tok) then return 'ok' end
+if token_find(redis.call('HGET', key, 'ops'), tok) then return again('ok') end
 if redis.call('EXISTS', key) == 1 then return redis.error_reply('RSEXISTS the conversation already exists') end
 -- writes
 append_write(key, ARGV, 6, 0, {c = ARGV[3], n = 0, big = 0, first = 1, nxt = 1, o = ARGV[5]},

@@ -8,7 +8,7 @@
 -- goes when the key expires.
 local key, tok = KEYS[1], ARGV[1]
 local got = redis.call('HMGET', key, 'h', 'ops')
-if token_find(got[2], tok) then return 'ok' end
+if token_find(got[2], tok) then return again('ok') end
 local hd, refusal = conv_header(key, got[1], ARGV[2])
 if not hd then return refusal end
 -- writes

@@ -9,7 +9,7 @@ local key, ttl, tok = KEYS[1], tonumber(ARGV[1]), ARGV[2]
 local got = redis.call('HMGET', key, 'h', 'm', 'ops', 'x:' .. ARGV[3])
 local hd, refusal = conv_header(key, got[1], ARGV[4])
 if not hd then return refusal end
-if token_find(got[3], tok) then return {hd.c, got[2]} end
+if token_find(got[3], tok) then return again({hd.c, got[2]}) end
 local seq = tonumber(got[4])
 local near = seq and redis.call('HMGET', key, 'i:' .. seq, 'g:' .. (seq - 1), 'g:' .. (seq + 1))
 if not (near and near[1]) then return redis.error_reply('RSNOITEM it has no item ' .. ARGV[3]) end

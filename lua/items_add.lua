@@ -13,7 +13,7 @@ if err then return err end
 if h then
   local r = token_find(h.ring, tok)
   if r == false then return token_reused() end
-  if r then return replay(r) end
+  if r then return again(replay(r)) end
 end
 local count = #ARGV - 4
 err = refusal(count, (h and h.n or 0) + count, ARGV[4])

@@ -14,7 +14,7 @@ if err then
   return 1
 end
 if not h then return 0 end
-if token_find(h.ring, tok) then return 1 end
+if token_find(h.ring, tok) then return again(1) end
 local c = select(4, writes())(ARGV[2])
 c.v, c.g, c.ring = h.v + 1, h.g + 1, h.ring
 remember(c, tok, 'z')

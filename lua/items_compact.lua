@@ -21,7 +21,7 @@ if err then return err end
 if not h then return 0 end
 local r = token_find(h.ring, tok)
 if r == false then return token_reused() end
-if r then return replay(r) end
+if r then return again(replay(r)) end
 if h.e ~= ARGV[2] or h.g ~= tonumber(ARGV[3]) or h.n < n then return 0 end
 if redis.call('LLEN', key) ~= h.n + 4 then return redis.error_reply('RSCORRUPT ' .. key .. ' counts items it does not hold') end
 local had, count = h.n, #ARGV - 6

@@ -14,7 +14,7 @@ if err then return err end
 if h then
   local r = token_find(h.ring, tok)
   if r == false then return token_reused() end
-  if r then return replay(r) end
+  if r then return again(replay(r)) end
   if h.n > 0 then return 0 end
 end
 err = refusal(#ARGV - 5, 0, '0')

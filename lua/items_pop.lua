@@ -24,11 +24,11 @@ local r = token_find(h.ring, tok)
 if r == 'i' then
   local want = STASH .. tok .. '\n'
   for _, slot in ipairs(redis.call('LRANGE', key, 0, 1)) do
-    if string.sub(slot, 1, #want) == want then return string.sub(slot, #want + 1) end
+    if string.sub(slot, 1, #want) == want then return again(string.sub(slot, #want + 1)) end
   end
   return redis.error_reply('RSFORGOTTEN this pop already ran; its item is no longer remembered')
 end
-if r then return replay(r) end
+if r then return again(replay(r)) end
 if h.n == 0 then return false end
 local found, used, left = false, 1, h.n
 if plausible(tail[1]) then

@@ -44,6 +44,13 @@ local function token_find(ring, tok)
   return nil
 end
 
+-- The answer of a write whose token is in the ring (a re-sent copy of a call that ran):
+-- what the first run answered, marked so that redis_sessions/edge.py can tell, unwrap it
+-- and count it. NUL starts no id, item or outcome any script returns.
+local function again(reply)
+  return {'\0again', reply}
+end
+
 -- The refusal of a call whose idempotency key was used before with another body.
 local function token_reused()
   return redis.error_reply('RSREUSED this idempotency key was used with a different body')

@@ -7,6 +7,9 @@ code never asks which API it runs on, nor writes any of it again:
   ``SCRIPT FLUSH``), which also caches the script on whichever node ran it;
 - replies undecoded (bytes) whatever the client's ``decode_responses``;
 - a write that waits for ``replica_acks`` replicas (:mod:`.replication`);
+- a re-sent write (its token found in the key's ring: a copy of a call that ran) answers
+  ``{'\\0again', <what the first run answered>}`` (``lua/tokens.lua``): unwrapped here, and
+  counted when telemetry is on (:mod:`.telemetry`);
 - refusals: a script refuses with ``redis.error_reply('<WORD> <detail>')`` before its
   first write, and :data:`.errors.REFUSALS` maps the word to its code, as redis-py maps
   an error's prefix to a class; a caller that decides a refusal itself names its words
@@ -23,12 +26,15 @@ from typing import Any, Awaitable, Collection, Sequence
 from redis import exceptions as rx
 from redis.client import NEVER_DECODE
 
+from . import telemetry
 from .errors import ErrorCode, SessionError, refused, translate
 from .link import RedisLink, awaitable, io
 from .replication import ReplicaAcks, write_acked
 from .scripts import Script
 
 _RAW: dict[str, Any] = {NEVER_DECODE: []}
+AGAIN = b"\x00again"
+"""The first entry of a re-sent write's reply (lua/tokens.lua's ``again``)."""
 MIGRATING_TRIES = 40
 """Times a two-key script is sent while its slot migrates, pauses growing from 10 ms to
 0.5 s: about 15 s, unless the call's budget ends first."""
@@ -72,7 +78,12 @@ class Edge:
         call's budget ends (``session.backend.timeout``)."""
         for attempt in range(MIGRATING_TRIES if migrating else 1):
             try:
-                return await self._run(lua, keys, args, write)
+                reply = await self._run(lua, keys, args, write)
+                if type(reply) is list and reply and reply[0] == AGAIN:
+                    if telemetry.active is not None:
+                        telemetry.active.resend(lua.name)
+                    reply = reply[1]
+                return reply
             except (rx.TryAgainError, rx.ClusterError) as exc:
                 if not migrating or (isinstance(exc, rx.ClusterError) and "TTL" not in str(exc)):
                     raise failed(exc, where, own) from None

@@ -16,7 +16,7 @@ What is emitted (docs/production.md#telemetry has the names, units and the queri
   ``error.type``), with the method's own name in ``redis_sessions.method``;
 - the call's duration by operation and outcome, refusals by code, budget timeouts,
   the chain depth ``resolve_chain`` read, bytes written and read before and after
-  compression, and writes sent again with the token of a call whose outcome was unknown.
+  compression, and writes answered from their key's token ring (a copy of a call that ran).
 
 No attribute carries a secret, a record or an item: ids (a response's, a session's, a
 conversation's: the caller's own handles), the key prefix, codes and counts only.
@@ -148,7 +148,7 @@ class Telemetry:
             description="Bytes of records and items written and read, before and after compression")
         self.resent = meter.create_counter(
             "redis_sessions.writes.resent", unit="{write}",
-            description="Writes sent again with the token of a call whose outcome was unknown")
+            description="Writes answered from their key's token ring: copies of a call that had run")
         self._kind = trace.SpanKind.CLIENT
 
     # -- the calls (budget.bounded) -----------------------------------------------------
@@ -216,9 +216,10 @@ class Telemetry:
             counts[at] += before
             counts[at + 1] += after
 
-    def resend(self, operation: str) -> None:
-        """A write of ``operation`` sent again with the token of a call whose outcome was unknown."""
-        self.resent.add(1, {"redis_sessions.operation": operation})
+    def resend(self, script: str) -> None:
+        """A write of ``lua/<script>.lua`` answered from its key's token ring: a copy (redis-py's
+        re-send after a lost reply, a caller's retry) of a call that had run."""
+        self.resent.add(1, {"redis_sessions.script": script})
 
 
 def _add_bytes(counts: list[int]) -> None:

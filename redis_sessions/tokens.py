@@ -85,8 +85,6 @@ class Pending:
         task = _task()
         pending = self._by_task.pop(task, None) if task is not None else None
         if pending is not None and pending[0] == operation and pending[2] == what:
-            if telemetry.active is not None:
-                telemetry.active.resend(operation)
             return pending[1]
         return new_token()
 

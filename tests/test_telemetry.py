@@ -258,7 +258,7 @@ async def test_a_write_sent_again_with_an_unknown_outcomes_token_is_counted(back
         await st.call(st.session, "add_items", items)
     await st.call(st.session, "add_items", items)  # the caller's retry: the ring answers it
     assert await st.call(st.session, "get_items") == items
-    assert otel.total("redis_sessions.writes.resent", **{"redis_sessions.operation": "add"}) == 1
+    assert otel.total("redis_sessions.writes.resent", **{"redis_sessions.script": "items_add"}) == 1
 
 
 async def test_nested_public_calls_are_child_spans(back: Backend, otel: Otel) -> None:
@@ -335,3 +335,25 @@ def test_the_server_exports_spans_and_metrics_the_environment_asks_for(api: str)
     assert '"name": "create_memory conversations"' in out
     assert '"name": "redis_sessions.call.duration"' in out and '"name": "redis_sessions.value.bytes"' in out
     assert MARKER not in out
+
+
+async def test_every_write_the_token_ring_answers_is_counted_by_its_script(back: Backend, otel: Otel,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy of a write that ran (redis-py re-sends a script whose reply was lost, with
+    its token) is answered from the key's ring as the first run was, and counted; the
+    first run is not."""
+    from redis_sessions.conversations import store as conversation_module
+    from redis_sessions.responses import store as response_module
+
+    st = Stores(back)
+    rid = await st.call(st.responses, "new_response_id")
+    await st.call(st.responses, "save", record(rid))
+    conv = await st.call(st.conversations, "create")
+    for module in (response_module, conversation_module):
+        monkeypatch.setattr(module, "new_token", lambda: b"0123456789abcdef")  # every call: one token, as a re-send
+    assert [await st.call(st.responses, "delete", rid) for _ in range(2)] == [True, True]
+    for _ in range(2):
+        assert (await st.call(st.conversations, "delete", conv.id)).id == conv.id  # the copy: not a 404
+    assert otel.total("redis_sessions.writes.resent", **{"redis_sessions.script": "chain_delete"}) == 1
+    assert otel.total("redis_sessions.writes.resent", **{"redis_sessions.script": "conv_delete"}) == 1
+    assert await st.call(st.responses, "get", rid) is None
