@@ -19,20 +19,22 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator as AsyncIteratorType
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Union, cast
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Union
 
 import anyio
+import msgspec
 
 from ..models import Item
 from .errors import ApiError, log
 
 if TYPE_CHECKING:  # openai is only needed by upstream_model
-    from openai import AsyncOpenAI, AsyncStream
-    from openai.types.responses import Response, ResponseStreamEvent
+    from openai import AsyncOpenAI
 
 FORWARDED = ("tools", "tool_choice", "parallel_tool_calls", "reasoning", "text", "temperature", "top_p",
              "max_output_tokens", "truncation", "include")
 """Request fields passed on to an upstream model as the caller sent them."""
+
+_json = msgspec.json.Decoder()
 
 
 @dataclass(frozen=True)
@@ -140,14 +142,16 @@ def _upstream_item(item: Item) -> Item:
     return item
 
 
-def _reply(response: "Response") -> ModelReply:
+def _reply(response: Any) -> ModelReply:
     """Upstream's finished response as ours: its output, usage, status and why it stopped
     (its id, and its ``store: false``, stay upstream)."""
-    output = [item.model_dump(mode="json", exclude_none=True) for item in response.output]
-    usage = response.usage.model_dump(mode="json") if response.usage is not None else None
-    details = response.incomplete_details
-    return ModelReply(output=output, usage=usage, status=response.status or "completed",
-                      incomplete_details=details.model_dump(mode="json") if details is not None else None)
+    if not isinstance(response, dict) or not isinstance(response.get("output"), list):
+        raise upstream_failed(None, "The upstream model's response has no output list.")
+    usage, details = response.get("usage"), response.get("incomplete_details")
+    return ModelReply(output=[item for item in response["output"] if isinstance(item, dict)],
+                      usage=usage if isinstance(usage, dict) else None,
+                      status=str(response.get("status") or "completed"),
+                      incomplete_details=details if isinstance(details, dict) else None)
 
 
 def upstream_failed(code: str | None, message: str | None, param: str | None = None) -> ApiError:
@@ -158,23 +162,40 @@ def upstream_failed(code: str | None, message: str | None, param: str | None = N
     return ApiError(502, message or "The upstream model failed.", param=param, code=code or "server_error")
 
 
-def _from_upstream(event: "ResponseStreamEvent") -> ModelEvent | ModelReply | None:
-    """One upstream event as a model's stream has it: an output event (upstream's own
-    ``sequence_number`` dropped), the reply that ends the stream, or None for the
-    response-level events this server sends its own of. Raises for a failure."""
-    from openai.types.responses import (ResponseCompletedEvent, ResponseErrorEvent, ResponseFailedEvent,
-                                        ResponseIncompleteEvent)
+def _from_upstream(event: dict[str, Any]) -> ModelEvent | ModelReply | None:
+    """One upstream event as a model's stream has it: an output event, the reply that
+    ends the stream, or None for the response-level events this server sends its own
+    of (``response.created``, ``response.in_progress``). Raises for a failure."""
+    kind = event.get("type")
+    if kind in ("response.completed", "response.incomplete"):
+        return _reply(event.get("response"))
+    if kind == "response.failed":
+        response = event.get("response")
+        error = response.get("error") if isinstance(response, dict) else None
+        error = error if isinstance(error, dict) else {}
+        raise upstream_failed(error.get("code"), error.get("message"))
+    if kind == "error" or isinstance(event.get("error"), dict):  # the nested form: what the client raises for
+        error = event["error"] if isinstance(event.get("error"), dict) else event
+        raise upstream_failed(error.get("code"), error.get("message"), error.get("param"))
+    return event if isinstance(event.get("output_index"), int) else None
 
-    if isinstance(event, (ResponseCompletedEvent, ResponseIncompleteEvent)):
-        return _reply(event.response)
-    if isinstance(event, ResponseFailedEvent):
-        error = event.response.error
-        raise upstream_failed(error.code if error else None, error.message if error else None)
-    if isinstance(event, ResponseErrorEvent):
-        raise upstream_failed(event.code, event.message, event.param)
-    if getattr(event, "output_index", None) is None:  # created, in_progress, queued: ours are out
-        return None
-    return event.model_dump(mode="json", exclude_unset=True, exclude={"sequence_number"})
+
+async def sse_data(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
+    """The JSON object of each server-sent event in ``lines``: its ``data:`` lines joined,
+    up to the blank line that ends it. Anything else (``event:`` lines, comments, a
+    ``[DONE]``) is passed over: the event's type is in its data."""
+    data: list[str] = []
+    async for line in lines:
+        if line.startswith("data:"):
+            data.append(line[6:] if line.startswith("data: ") else line[5:])
+        elif not line and data:
+            try:
+                event = _json.decode("\n".join(data))
+            except msgspec.DecodeError:
+                event = None
+            data = []
+            if isinstance(event, dict):
+                yield event
 
 
 def upstream_model(client: "AsyncOpenAI") -> Model:
@@ -185,22 +206,27 @@ def upstream_model(client: "AsyncOpenAI") -> Model:
     event raises an :class:`ApiError` with upstream's code and message."""
 
     async def call(request: ModelCall) -> ModelStream:
-        extra = {name: request.body[name] for name in FORWARDED if request.body.get(name) is not None}
-        stream = cast("AsyncStream[ResponseStreamEvent]", await client.responses.create(
-            model=request.model, instructions=request.instructions,
-            input=[_upstream_item(item) for item in request.input],  # type: ignore[misc]
-            store=False, stream=True, **extra,
-        ))
-        try:
-            async for event in stream:
-                element = _from_upstream(event)
-                if element is not None:
-                    yield element
-                if isinstance(element, ModelReply):
-                    return
-        finally:  # done, failed or abandoned (the client went away): upstream stops generating
-            with anyio.CancelScope(shield=True):
-                await stream.close()
+        forwarded = {name: request.body[name] for name in FORWARDED if request.body.get(name) is not None}
+        # The history and the forwarded fields go as extra_body, as the JSON they came in
+        # as, and the events are read as JSON, not as the client's typed objects: its walk
+        # of every item against its type hints took milliseconds per turn of a long
+        # history, and building and dumping an object per event was most of the CPU a
+        # relayed delta cost, which at 64 streams held every first delta up (the time to
+        # first byte the gateway adds: docs/benchmarks.md).
+        async with client.responses.with_streaming_response.create(
+            model=request.model, instructions=request.instructions, store=False, stream=True,
+            extra_body={"input": [_upstream_item(item) for item in request.input], **forwarded},
+        ) as response:
+            try:
+                async for event in sse_data(response.iter_lines()):
+                    element = _from_upstream(event)
+                    if element is not None:
+                        yield element
+                    if isinstance(element, ModelReply):
+                        return
+            finally:  # done, failed or abandoned (the client went away): upstream stops generating
+                with anyio.CancelScope(shield=True):
+                    await response.close()
         raise upstream_failed(None, "The upstream model's stream ended before its response was complete.")
 
     return call
