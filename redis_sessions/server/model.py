@@ -217,16 +217,19 @@ def upstream_model(client: "AsyncOpenAI") -> Model:
             model=request.model, instructions=request.instructions, store=False, stream=True,
             extra_body={"input": [_upstream_item(item) for item in request.input], **forwarded},
         ) as response:
+            reply = None
             try:
                 async for event in sse_data(response.iter_lines()):
                     element = _from_upstream(event)
-                    if element is not None:
-                        yield element
                     if isinstance(element, ModelReply):
-                        return
+                        reply = element  # the body is read to its end: a connection closed half-read is not reused
+                    elif element is not None and reply is None:
+                        yield element
             finally:  # done, failed or abandoned (the client went away): upstream stops generating
                 with anyio.CancelScope(shield=True):
                     await response.close()
-        raise upstream_failed(None, "The upstream model's stream ended before its response was complete.")
+        if reply is None:
+            raise upstream_failed(None, "The upstream model's stream ended before its response was complete.")
+        yield reply
 
     return call
