@@ -417,3 +417,31 @@ async def test_a_request_without_stream_drains_the_upstream_stream(gateway: Gate
     assert response.usage is not None and response.usage.output_tokens == 5
     assert (await gateway.client.responses.retrieve(response.id)).output_text == response.output_text
     assert gateway.upstream.requests[-1]["stream"] is True
+
+
+async def test_a_streaming_model_of_ones_own_gets_ids_and_needs_its_reply(backend: Any) -> None:
+    """A model written as an async generator, its item without an id: the id minted
+    when the item is added is in every event and in the stored output. A stream that
+    ends without its ModelReply is an error event, and nothing is stored."""
+    ends: list[bool] = []
+
+    async def streaming(call: ModelCall) -> Any:
+        item = {"type": "message", "role": "assistant"}
+        yield {"type": "response.output_item.added", "output_index": 0,
+               "item": {**item, "status": "in_progress", "content": []}}
+        yield {"type": "response.output_text.delta", "item_id": "upstream_id", "output_index": 0,
+               "content_index": 0, "delta": "hi", "logprobs": [], "sequence_number": 99}
+        if not ends:
+            yield ModelReply(output=[{**item, "content": [{"type": "output_text", "text": "hi"}]}])
+
+    client, http = client_for(create_app(make_store(backend), make_conversations(backend), model=streaming))
+    events = [event async for event in await client.responses.create(model="m", input="x", stream=True)]
+    stored = await client.responses.retrieve(events[-1].response.id)  # type: ignore[union-attr]
+    assert {events[2].item.id, events[3].item_id} == {stored.output[0].id}  # type: ignore[union-attr]
+    assert [e.sequence_number for e in events] == list(range(len(events))) and stored.output_text == "hi"
+    ends.append(True)
+    events = [event async for event in await client.responses.create(model="m", input="x", stream=True)]
+    assert events[-1].type == "error" and events[-1].code == "server_error"  # type: ignore[union-attr]
+    with pytest.raises(openai.NotFoundError):
+        await client.responses.retrieve(events[0].response.id)  # type: ignore[union-attr]
+    await http.aclose()

@@ -63,10 +63,10 @@ class ModelReply:
 
 
 ModelEvent = dict[str, Any]
-"""One output event of a streamed reply in the Responses API's shape, without its
-``sequence_number``: ``{"type": "response.output_text.delta", "output_index": 0,
-"item_id": ..., "content_index": 0, "delta": ...}``. The server relays the events that
-carry an ``output_index``, numbered and with the output items' ids it stores."""
+"""One output event of a streamed reply in the Responses API's shape:
+``{"type": "response.output_text.delta", "output_index": 0, "item_id": ...,
+"content_index": 0, "delta": ...}``. The server relays the events that carry an
+``output_index``, with its own ``sequence_number`` and the output items' ids it stores."""
 
 ModelStream = AsyncIterator[Union[ModelEvent, ModelReply]]
 """A streaming model's answer: its output events as they come, then its :class:`ModelReply`."""
@@ -94,8 +94,10 @@ async def closing(stream: ModelStream) -> AsyncIterator[ModelStream]:
     try:
         yield stream
     finally:
-        with anyio.CancelScope(shield=True):
-            await stream.aclose()  # type: ignore[attr-defined]  # an async generator's
+        aclose = getattr(stream, "aclose", None)  # an async generator's; an iterator may have none
+        if aclose is not None:
+            with anyio.CancelScope(shield=True):
+                await aclose()
 
 
 async def final_reply(stream: ModelStream) -> ModelReply:
