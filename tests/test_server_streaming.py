@@ -1,11 +1,14 @@
 """``stream: true`` on /v1/responses, on every backend: the raw events as the official
 client reads them, its ``responses.stream`` helper, what a failure mid-stream sends,
-and what a client that goes away mid-stream leaves (nothing)."""
+and what a client that goes away mid-stream leaves (nothing); then the same through
+``upstream_model`` of a streaming stand-in upstream on loopback, whose deltas must
+pass through as they come."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 import openai
@@ -15,7 +18,8 @@ from openai.types.responses import Response, ResponseStreamEvent
 
 from serverkit import Served, client_for, listening, make_conversations, port_of, serve
 from chains import make_store
-from redis_sessions.server import ModelCall, ModelReply, create_app, stand_in_model
+from paced_upstream import PacedUpstream
+from redis_sessions.server import ModelCall, ModelReply, create_app, stand_in_model, upstream_model
 
 MESSAGE_EVENTS = ["response.created", "response.in_progress", "response.output_item.added",
                   "response.content_part.added"]
@@ -258,4 +262,186 @@ async def test_a_function_call_streams_its_arguments(backend: Any) -> None:
     final = events[-1].response  # type: ignore[union-attr]
     assert final.output[0].type == "function_call" and final.output[0].id.startswith("fc_")
     assert (await client.responses.retrieve(final.id)).output[0].name == "lookup"  # type: ignore[union-attr]
+    await http.aclose()
+
+
+# -- a streaming upstream (upstream_model) on loopback: deltas relayed as they come --
+
+@dataclass
+class Gateway:
+    """The server over ``backend`` under uvicorn, its model ``upstream_model`` of a paced
+    stand-in under uvicorn too; ``client`` talks to the server over loopback."""
+
+    upstream: PacedUpstream
+    store: Any
+    conversations: Any
+    client: openai.AsyncOpenAI
+    port: int
+
+
+@pytest.fixture
+async def gateway(backend: Any) -> AsyncIterator[Gateway]:
+    upstream = PacedUpstream()
+    conversations = make_conversations(backend)
+    store = make_store(backend, conversations=conversations)
+    async with listening(upstream.app) as up:
+        to_upstream = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port_of(up)}/v1", api_key="x", max_retries=0)
+        async with listening(create_app(store, conversations, model=upstream_model(to_upstream))) as server:
+            client = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port_of(server)}/v1", api_key="x",
+                                        max_retries=0)
+            yield Gateway(upstream, store, conversations, client, port_of(server))
+            await client.close()
+        await to_upstream.close()
+
+
+async def test_upstream_events_are_relayed_in_order_and_stored(gateway: Gateway) -> None:
+    """Every output event upstream sent, in its order, under this server's response id
+    and sequence numbers; the deltas add up to the stored text; the item id is one."""
+    events = [e async for e in await gateway.client.responses.create(model="m", input="hello", stream=True)]
+    assert [e.type for e in events] == MESSAGE_EVENTS + ["response.output_text.delta"] * 5 + CLOSING_EVENTS
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    ours = events[0].response.id  # type: ignore[union-attr]
+    final = events[-1].response  # type: ignore[union-attr]
+    assert final.id == ours and final.store is True and ours.startswith("resp_")
+    deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    stored = await gateway.store.get(ours)
+    assert stored is not None and stored.response.output[0]["content"][0]["text"] == deltas
+    assert deltas == final.output_text == "1 input items; last: hello"
+    item_ids = {getattr(e, "item_id", None) or e.item.id for e in events[2:-1]}  # type: ignore[union-attr]
+    assert item_ids == {stored.response.output[0]["id"]}
+    sent = gateway.upstream.requests[-1]
+    assert sent["stream"] is True and sent["store"] is False  # nothing is kept upstream
+    raw = await gateway.client.responses.with_raw_response.retrieve(ours)
+    assert raw.http_response.json()["store"] is True
+
+
+async def test_the_first_delta_arrives_before_upstream_sends_its_last(gateway: Gateway) -> None:
+    """The stand-in holds everything after its first delta until the client has had that
+    delta: a server that waited for the whole reply would never pass the first one on."""
+    hold = gateway.upstream.hold = asyncio.Event()
+    kinds = []
+
+    async def read() -> None:
+        async for event in await gateway.client.responses.create(model="m", input="one two three", stream=True):
+            kinds.append(event.type)
+            if event.type == "response.output_text.delta" and not hold.is_set():
+                assert not gateway.upstream.sent_last
+                hold.set()
+
+    await asyncio.wait_for(read(), 30)  # a server that held the deltas back would never get here
+    assert gateway.upstream.sent_last and kinds[-1] == "response.completed"
+
+
+async def read_until(reader: asyncio.StreamReader, kind: str) -> list[dict[str, Any]]:
+    return await asyncio.wait_for(read_events(reader, kind), 30)
+
+
+@pytest.mark.parametrize("parent", ["previous_response_id", "conversation"])
+async def test_a_client_gone_mid_upstream_stream_leaves_nothing_stored(gateway: Gateway, parent: str) -> None:
+    """The client closes its connection after the first delta, while upstream holds the
+    rest: the server closes its upstream stream (the stand-in sees it go), stores
+    nothing, and the chain or the conversation it continued is as it was."""
+    client = gateway.client
+    first = await client.responses.create(model="m", input="hello")
+    conversation = await client.conversations.create(items=[{"role": "user", "content": "context"}])
+    before = [i.id async for i in client.conversations.items.list(conversation.id)]
+    gateway.upstream.hold = asyncio.Event()
+    where = {"previous_response_id": first.id} if parent == "previous_response_id" else {"conversation": conversation.id}
+    body = json.dumps({"model": "m", "input": "lost", "stream": True, **where}).encode()
+    reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
+    writer.write(b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    events = await read_until(reader, "response.output_text.delta")
+    writer.close()
+    await writer.wait_closed()
+    await asyncio.wait_for(gateway.upstream.abandoned.wait(), 30)  # upstream stops generating
+    gateway.upstream.hold.set()
+    lost = events[0]["response"]["id"]
+    assert await gateway.store.get(lost) is None
+    assert [s.id for s in (await gateway.store.resolve_chain(first.id)).sessions] == [first.id]
+    assert [i.id async for i in client.conversations.items.list(conversation.id)] == before
+    after = await client.responses.create(model="m", input="next", **where)  # type: ignore[arg-type]
+    assert after.output_text.startswith("3 input items" if parent == "previous_response_id" else "2 input items")
+
+
+@pytest.mark.parametrize("failure", ["response.failed", "error", "drop"])
+async def test_an_upstream_failure_mid_stream_is_an_error_event(gateway: Gateway, failure: str) -> None:
+    """Upstream fails after two deltas (its response.failed, its error event, or its
+    connection cut): the deltas went out, then our error event; nothing is stored and
+    the parent's chain is as it was."""
+    first = await gateway.client.responses.create(model="m", input="hello")
+    gateway.upstream.fail_after, gateway.upstream.failure = 2, failure
+    stream = await gateway.client.responses.create(model="m", input="a b c d e", previous_response_id=first.id,
+                                                   stream=True)
+    events = [event async for event in stream]
+    kinds = [e.type for e in events]
+    assert kinds == MESSAGE_EVENTS + ["response.output_text.delta"] * 2 + ["error"]
+    error = events[-1]
+    assert error.code == "server_error" and error.sequence_number == len(events) - 1  # type: ignore[union-attr]
+    if failure != "drop":
+        assert error.message == "The stand-in failed on purpose."  # type: ignore[union-attr]
+    assert await gateway.store.get(events[0].response.id) is None  # type: ignore[union-attr]
+    assert [s.id for s in (await gateway.store.resolve_chain(first.id)).sessions] == [first.id]
+
+
+async def test_an_incomplete_upstream_reply_is_stored_incomplete(gateway: Gateway) -> None:
+    """``max_output_tokens`` reached upstream: response.incomplete, and the response is
+    kept with status incomplete and its reason, as OpenAI keeps one."""
+    stream = await gateway.client.responses.create(model="m", input="a b c d e f", max_output_tokens=3,
+                                                   stream=True)
+    events = [event async for event in stream]
+    assert events[-1].type == "response.incomplete"
+    final = events[-1].response  # type: ignore[union-attr]
+    assert final.status == "incomplete" and final.incomplete_details.reason == "max_output_tokens"
+    assert final.output_text == "1 input items;"
+    stored = await gateway.client.responses.retrieve(final.id)
+    assert stored.status == "incomplete" and stored.output_text == final.output_text
+    assert stored.incomplete_details is not None and stored.incomplete_details.reason == "max_output_tokens"
+    assert gateway.upstream.requests[-1]["max_output_tokens"] == 3
+
+
+async def test_a_streamed_turn_is_in_the_next_turns_history(gateway: Gateway) -> None:
+    async with gateway.client.responses.stream(model="m", input="hello") as stream:
+        first = await stream.get_final_response()
+    second = await gateway.client.responses.create(model="m", input="again", previous_response_id=first.id,
+                                                   stream=True)
+    final = [event async for event in second][-1].response  # type: ignore[union-attr]
+    assert final.output_text == "3 input items; last: again"
+    history = gateway.upstream.requests[-1]["input"]
+    assert history[1]["role"] == "assistant" and history[1]["content"][0]["text"] == first.output_text
+
+
+async def test_a_request_without_stream_drains_the_upstream_stream(gateway: Gateway) -> None:
+    response = await gateway.client.responses.create(model="m", input="hello")
+    assert response.output_text == "1 input items; last: hello" and response.status == "completed"
+    assert response.usage is not None and response.usage.output_tokens == 5
+    assert (await gateway.client.responses.retrieve(response.id)).output_text == response.output_text
+    assert gateway.upstream.requests[-1]["stream"] is True
+
+
+async def test_a_streaming_model_of_ones_own_gets_ids_and_needs_its_reply(backend: Any) -> None:
+    """A model written as an async generator, its item without an id: the id minted
+    when the item is added is in every event and in the stored output. A stream that
+    ends without its ModelReply is an error event, and nothing is stored."""
+    ends: list[bool] = []
+
+    async def streaming(call: ModelCall) -> Any:
+        item = {"type": "message", "role": "assistant"}
+        yield {"type": "response.output_item.added", "output_index": 0,
+               "item": {**item, "status": "in_progress", "content": []}}
+        yield {"type": "response.output_text.delta", "item_id": "upstream_id", "output_index": 0,
+               "content_index": 0, "delta": "hi", "logprobs": [], "sequence_number": 99}
+        if not ends:
+            yield ModelReply(output=[{**item, "content": [{"type": "output_text", "text": "hi"}]}])
+
+    client, http = client_for(create_app(make_store(backend), make_conversations(backend), model=streaming))
+    events = [event async for event in await client.responses.create(model="m", input="x", stream=True)]
+    stored = await client.responses.retrieve(events[-1].response.id)  # type: ignore[union-attr]
+    assert {events[2].item.id, events[3].item_id} == {stored.output[0].id}  # type: ignore[union-attr]
+    assert [e.sequence_number for e in events] == list(range(len(events))) and stored.output_text == "hi"
+    ends.append(True)
+    events = [event async for event in await client.responses.create(model="m", input="x", stream=True)]
+    assert events[-1].type == "error" and events[-1].code == "server_error"  # type: ignore[union-attr]
+    with pytest.raises(openai.NotFoundError):
+        await client.responses.retrieve(events[0].response.id)  # type: ignore[union-attr]
     await http.aclose()

@@ -17,7 +17,7 @@ except ImportError as exc:  # the base install has no web framework
 
 from .app import create_app
 from .errors import ApiError
-from .model import Model, ModelCall, ModelReply, stand_in_model, upstream_model
+from .model import Model, ModelCall, ModelEvent, ModelReply, ModelStream, stand_in_model, upstream_model
 from .owners import Owner, owner_from_api_key
 from .paging import PageQuery, page, page_query
 from .responses import ConversationLink, ResponsesApi, response_object
@@ -27,7 +27,9 @@ __all__ = [
     "ConversationLink",
     "Model",
     "ModelCall",
+    "ModelEvent",
     "ModelReply",
+    "ModelStream",
     "Owner",
     "PageQuery",
     "ResponsesApi",

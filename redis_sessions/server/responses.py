@@ -21,7 +21,7 @@ from ..models import Item, StoredResponseRequestSnapshot, StoredResponseSession,
 from ..responses import RedisResponseSessionStore, request_input_items
 from .errors import ApiError, log
 from .items import input_items, with_id
-from .model import Model, ModelCall
+from .model import Model, ModelCall, ModelReply, final_reply, model_stream
 from .paging import page, page_query
 from .wire import dumps
 
@@ -169,10 +169,17 @@ class ResponsesApi:
             response=StoredResponseSnapshot(id=turn.response_id, output=[]), metadata=turn.metadata)
         return response_object(session, stored=turn.store)
 
+    def call(self, turn: Turn) -> ModelCall:
+        """What the model is given for the turn: its history, then its input."""
+        return ModelCall(model=turn.model, instructions=turn.request.instructions,
+                         input=turn.history + turn.items, body=dict(turn.body))
+
     async def answer(self, turn: Turn) -> StoredResponseSession:
         """The model's reply to the turn, as the session a save stores."""
-        reply = await self.model(ModelCall(model=turn.model, instructions=turn.request.instructions,
-                                           input=turn.history + turn.items, body=dict(turn.body)))
+        return self.answered(turn, await final_reply(model_stream(self.model, self.call(turn))))
+
+    def answered(self, turn: Turn, reply: ModelReply) -> StoredResponseSession:
+        """The model's whole reply (:meth:`answer`, or a stream's end) as the session a save stores."""
         output = [with_id(item) for item in reply.output]
         _sendable(output, reply.usage)
         now = int(self.clock())
@@ -180,7 +187,8 @@ class ResponsesApi:
             id=turn.response_id, previous_response_id=turn.previous, conversation_id=turn.conversation,
             created_at=turn.created_at, completed_at=now if reply.status == "completed" else None,
             status=reply.status, request=turn.request,
-            response=StoredResponseSnapshot(id=turn.response_id, output=output, usage=reply.usage),
+            response=StoredResponseSnapshot(id=turn.response_id, output=output, usage=reply.usage,
+                                              incomplete_details=reply.incomplete_details),
             metadata=turn.metadata,
         )
 
