@@ -349,7 +349,7 @@ async def test_a_client_gone_mid_upstream_stream_leaves_nothing_stored(gateway: 
     where = {"previous_response_id": first.id} if parent == "previous_response_id" else {"conversation": conversation.id}
     body = json.dumps({"model": "m", "input": "lost", "stream": True, **where}).encode()
     reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
-    writer.write(b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    writer.write(b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: Bearer x\r\n"
                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
     events = await read_until(reader, "response.output_text.delta")
     writer.close()
