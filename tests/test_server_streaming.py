@@ -398,6 +398,10 @@ async def test_an_incomplete_upstream_reply_is_stored_incomplete(gateway: Gatewa
     assert stored.status == "incomplete" and stored.output_text == final.output_text
     assert stored.incomplete_details is not None and stored.incomplete_details.reason == "max_output_tokens"
     assert gateway.upstream.requests[-1]["max_output_tokens"] == 3
+    # and it is continued, its partial output in the next turn's history
+    after = await gateway.client.responses.create(model="m", input="go on", previous_response_id=final.id)
+    assert after.status == "completed"
+    assert gateway.upstream.requests[-1]["input"][1]["content"][0]["text"] == final.output_text
 
 
 async def test_a_streamed_turn_is_in_the_next_turns_history(gateway: Gateway) -> None:

@@ -135,7 +135,9 @@ class ResponsesApi:
             if self.conversations is None:
                 raise ApiError.invalid("this server has no conversation store", "conversation")
             return await self.conversations.history(conversation, owner)
-        return (await self.store.resolve_chain(previous, owner=owner)).input_items  # one round trip, any depth
+        # one round trip, any depth; an incomplete turn (max_output_tokens reached) is kept
+        # with what it made, and continues as OpenAI continues one (this server stores no other)
+        return (await self.store.resolve_chain(previous, include_incomplete=True, owner=owner)).input_items
 
     async def begin(self, body: Mapping[str, Any], owner: str | None = None) -> Turn:
         """Check the request, rebuild its history and mint its id; nothing is written."""
