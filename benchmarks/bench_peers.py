@@ -23,10 +23,9 @@ the parent check and the token ring (:data:`SAVE_FLOOR`). Their token ring is fr
 "Ours" goes through the public API only (the stores, the models, ``new_response_id``,
 ``save``, ``get``, ``resolve_chain``, ``add_items``, ``get_items``, ``pop_item``), so that
 one script measures any version. Each tree is a worker process importing its own
-redis_sessions and Lua: this checkout (or ``--new``), and with ``--base REV`` the
-package of ``git archive REV``, each running only ours, under its own key prefix; a
-third worker, on this checkout, runs the peers (a worker holding them too ran ours up
-to a third slower than the same code alone). Every row of ours then has the base's figure beside it, measured in the
+redis_sessions and Lua: this checkout (or ``--new``), which also runs every peer, and
+with ``--base REV`` the package of ``git archive REV``, which runs only ours, under its
+own key prefix. Every row of ours then has the base's figure beside it, measured in the
 same rounds, and new / base.
 
 Each measurement runs every side in the same run, taking turns round after round (the
@@ -662,8 +661,8 @@ def pair(what: str, peer: str, runs: Runs, mine: str, theirs: str | None, short:
 
 
 class Driver:
-    """The workers: ``ours`` (this checkout or --new), ``peers`` (the same tree, running
-    the peers) and, with --base, ``base``."""
+    """The workers, one per tree: ``ours`` (this checkout or --new, which also runs the
+    peers) and, with --base, ``base``."""
 
     def __init__(self, workers: dict[str, Worker], rounds: int) -> None:
         self.workers, self.rounds = workers, rounds
@@ -673,9 +672,9 @@ class Driver:
         reversing each round, after a warm-up round (connections, script caches, processes)
         that is not kept. ``rounds=0``: one round, nothing to warm (a measure of memory)."""
         rounds = self.rounds if rounds is None else rounds
-        ours, others = self.workers["ours"], self.workers["peers"]
-        base = [("base", self.workers["base"], "ours")] if "base" in self.workers else []
-        sides = [("ours", ours, "ours"), *base, *[(peer, others, peer) for peer in peers]]
+        ours = self.workers["ours"]
+        sides = [("ours", ours, "ours"), *[("base", w, "ours") for w in self.workers.values() if w is not ours],
+                 *[(peer, ours, peer) for peer in peers]]
         runs: Runs = {key: [] for key, _, _ in sides}
         for k in range(rounds + 1):
             for key, worker, side in sides[:: 1 if k % 2 else -1]:
@@ -685,7 +684,7 @@ class Driver:
         return runs
 
     def notes(self) -> dict[str, str]:
-        notes: dict[str, str] = self.workers["peers"].ask(["notes"])
+        notes: dict[str, str] = self.workers["ours"].ask(["notes"])
         return notes
 
 
@@ -902,11 +901,7 @@ def run(args: Any) -> None:
     against = f" against base {args.base} ({describe(REPO, args.base)}, git archive)" if args.base else ""
     with ExitStack() as stack:
         url = stack.enter_context(redis_url(args.url))
-        # ours and the base each in a worker that runs nothing else, the peers in a third:
-        # a worker that also held the peers (the Agents SDK's modules, their sessions and
-        # clients) ran ours up to a third slower than the same code alone, by the weight of
-        # what it holds, so new / base compares like with like
-        trees = {"ours": (new, "ours"), "peers": (new, "peers")}
+        trees = {"ours": (new, "peers")}
         if args.base:
             trees["base"] = (stack.enter_context(checkout(args.base)), "ours")
         workers: dict[str, Worker] = {}
