@@ -80,7 +80,12 @@ def parser(description: str) -> argparse.ArgumentParser:
 
 
 @contextmanager
-def redis_url(url: str | None) -> Iterator[str]:
+def redis_url(url: str | None, *, apart: bool = False) -> Iterator[str]:
+    """A Redis to measure on: ``url``, else a private redis-server on a free port. With
+    ``apart``, that server gets a core of its own and this process (and every worker it
+    starts after) the others: left to the scheduler, the worker that happened to share
+    the server's core ran the same code up to 1.3x slower than the other, for as long as
+    both lived, which a comparison of two trees in two workers took for a change."""
     if url:
         yield url
         return
@@ -90,6 +95,10 @@ def redis_url(url: str | None) -> Iterator[str]:
     from servers import StandaloneServer
 
     server = StandaloneServer()
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if apart and len(cores) >= 2 and server.process.proc is not None:
+        os.sched_setaffinity(server.process.proc.pid, cores[:1])
+        os.sched_setaffinity(0, cores[1:])
     try:
         yield server.url
     finally:

@@ -35,8 +35,9 @@ cpu`` (used_cpu_sys + used_cpu_user) read before and after (``INFO commandstats`
 count a script's inner commands twice). Absolute values are the median round; a ratio
 is the median of the rounds' ratios. Gateway turns run in worker processes of each
 tree, CPU per turn from ``time.process_time`` in each. Memory is ``MEMORY USAGE`` of
-every key a side wrote, per response. Not a test; tests/test_benchmarks.py runs
-``--quick``.
+every key a side wrote, per response. The private server runs on a core of its own and
+the workers on the others (:func:`_common.redis_url`). Not a test;
+tests/test_benchmarks.py runs ``--quick``.
 """
 
 from __future__ import annotations
@@ -900,7 +901,7 @@ def run(args: Any) -> None:
                           capture_output=True, text=True).stdout.strip() or "a tree outside git"
     against = f" against base {args.base} ({describe(REPO, args.base)}, git archive)" if args.base else ""
     with ExitStack() as stack:
-        url = stack.enter_context(redis_url(args.url))
+        url = stack.enter_context(redis_url(args.url, apart=True))
         trees = {"ours": (new, "peers")}
         if args.base:
             trees["base"] = (stack.enter_context(checkout(args.base)), "ours")

@@ -161,7 +161,7 @@ def main() -> None:
         isolate_tree()
         asyncio.run(worker(args.url, args.prefix, args.worker == "on"))
         return
-    with redis_url(args.url) as url, checkout(args.base) as base_tree:
+    with redis_url(args.url, apart=True) as url, checkout(args.base) as base_tree:
         script = str(REPO / "benchmarks" / "bench_telemetry.py")
         workers = {side: Worker(side, tree, script, "--url", url, "--worker", side, "--prefix", f"btel{side}")
                    for side, tree in (("base", base_tree), ("off", REPO), ("on", REPO))}
