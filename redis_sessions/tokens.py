@@ -32,7 +32,6 @@ import threading
 import weakref
 from typing import Any, Iterable, Optional
 
-from . import telemetry
 from .errors import ErrorCode, SessionError
 
 TOKEN_HEX = 16

@@ -616,14 +616,15 @@ class RedisResponseSessionStore(Configured):
 
 
 def _owned(head: Any, who: str, key: str) -> bool:
-    """Whether a thread whose header reads ``head`` is ``who``'s ('' sees every thread); a
-    thread that has none holds no record, and one of another format is refused."""
-    if head is None:
+    """Whether a thread whose header reads ``head`` is ``who``'s: a call without an owner
+    ('') sees every thread, as the walk before it did, so nothing is parsed for it; a
+    thread that has no header holds no record, and one of another format is refused."""
+    if not who or head is None:
         return True
     parsed = thread_header(head)
     if parsed is None:
         raise SessionError(ErrorCode.RECORD_UNSUPPORTED, f"thread {key!r} is not in data format 1 or 2")
-    return not who or parsed.owner == who
+    return parsed.owner == who
 
 
 def _expected_mismatch(parent: str | None) -> SessionError:
